@@ -1,0 +1,3 @@
+from agentkb.cli import main
+
+main()

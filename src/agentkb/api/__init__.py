@@ -1,0 +1,1 @@
+"""HTTP only: parse the request, call one service, encode the answer."""

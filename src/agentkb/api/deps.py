@@ -1,0 +1,29 @@
+"""Services for the routers, taken from the app's lifespan state (never module globals)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from agentkb.service.agents import AgentService
+from agentkb.service.knowledge_bases import KnowledgeBaseService
+from agentkb.service.projects import ProjectService
+from agentkb.settings import Settings
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    settings: Settings
+    projects: ProjectService
+    agents: AgentService
+    knowledge_bases: KnowledgeBaseService
+
+
+def _services(request: Request) -> Services:
+    services: Services = request.app.state.services
+    return services
+
+
+ServicesDep = Annotated[Services, Depends(_services)]

@@ -1,0 +1,72 @@
+"""Exception handlers: every error leaves as problem+json `{"title", "detail"}` with the right status."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
+
+from agentkb.api.responses import Problem
+from agentkb.errors import AgentKBError
+
+log = logging.getLogger("agentkb.api")
+
+_HTTP_TITLES = {404: "Not found", 405: "Method not allowed", 413: "Payload too large", 415: "Unsupported media type"}
+
+
+def _location(loc: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in loc if p not in ("body",)]
+    return ".".join(parts) or "body"
+
+
+def _describe(exc: RequestValidationError) -> tuple[str, str]:
+    errors = exc.errors()
+    messages = []
+    title = "Invalid request body"
+    for error in errors[:5]:
+        where = _location(tuple(error.get("loc", ())))
+        if error.get("type") == "missing":
+            title = "Missing parameter"
+            messages.append(f"'{where}' is required")
+        elif error.get("type") == "json_invalid":
+            messages.append("the body is not valid JSON")
+        else:
+            messages.append(f"'{where}': {error.get('msg', 'invalid value')}")
+    if len(errors) > 5:
+        messages.append(f"and {len(errors) - 5} more problem(s)")
+    return title, "; ".join(messages) or "the request body is malformed"
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(AgentKBError)
+    async def _agentkb(request: Request, exc: AgentKBError) -> Problem:
+        if exc.status >= 500:
+            log.error("request %s failed: %s", getattr(request.state, "request_id", "-"), exc.detail)
+        return Problem(exc.status, exc.title, exc.detail)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> Problem:
+        title, detail = _describe(exc)
+        return Problem(400, title, detail)
+
+    @app.exception_handler(HTTPException)
+    async def _http(request: Request, exc: HTTPException) -> Problem:
+        title = _HTTP_TITLES.get(exc.status_code, "Error")
+        detail = exc.detail if isinstance(exc.detail, str) else title
+        if exc.status_code == 404 and detail == "Not Found":
+            detail = f"No route for {request.method} {request.url.path}"
+        return Problem(exc.status_code, title, detail)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> Problem:
+        request_id = getattr(request.state, "request_id", "-")
+        log.exception("unhandled error in request %s", request_id)
+        return Problem(
+            500,
+            type(exc).__name__,
+            f"Internal error; quote request id {request_id} when reporting it",
+            request_id=request_id,
+        )

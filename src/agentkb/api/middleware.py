@@ -1,0 +1,97 @@
+"""ASGI middleware: request ids, access logs, and the request-body size limit."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from agentkb.api.responses import Problem
+
+log = logging.getLogger("agentkb.access")
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class RequestContext:
+    """Gives each request an id (`X-Request-Id`), logs it, and refuses bodies over `max_body_bytes` (413)."""
+
+    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = uuid.uuid4().hex[:16]
+        scope.setdefault("state", {})["request_id"] = request_id
+        started = time.perf_counter()
+        status = 500
+        response_started = False
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status, response_started
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                response_started = True
+                message["headers"] = [*message.get("headers", []), (b"x-request-id", request_id.encode())]
+            await send(message)
+
+        try:
+            declared = _content_length(scope)
+            if declared is not None and declared > self.max_body_bytes:
+                await self._too_large(scope, receive, send_with_id)
+                return
+            received = 0
+
+            async def counting_receive() -> Message:
+                nonlocal received
+                message = await receive()
+                if message["type"] == "http.request":
+                    received += len(message.get("body", b""))
+                    if received > self.max_body_bytes:
+                        raise _TooLarge
+                return message
+
+            try:
+                await self.app(scope, counting_receive, send_with_id)
+            except _TooLarge:
+                if response_started:
+                    raise
+                await self._too_large(scope, receive, send_with_id)
+        finally:
+            log.info(
+                "%s %s %s %.1fms",
+                scope["method"],
+                scope["path"],
+                status,
+                (time.perf_counter() - started) * 1000,
+                extra={
+                    "request_id": request_id,
+                    "method": scope["method"],
+                    "path": scope["path"],
+                    "status": status,
+                    "duration_ms": round((time.perf_counter() - started) * 1000, 2),
+                },
+            )
+
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = Problem(
+            413, "Payload too large", f"The request body is larger than the limit of {self.max_body_bytes} bytes"
+        )
+        await response(scope, receive, send)
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", []):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None

@@ -1,0 +1,151 @@
+"""Request and response bodies of the resource endpoints, and the row → JSON record encoders."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentkb.service.validation import mask_secrets
+from agentkb.storage.agents import AgentRow
+from agentkb.storage.knowledge_bases import KnowledgeBaseRow
+from agentkb.storage.projects import Project
+
+Id = int | str
+
+
+def timestamp(value: datetime) -> str:
+    """MindsDB's `YYYY-MM-DD HH:MM:SS.ffffff`, in UTC."""
+    return value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+class _Lenient(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class ModelConfig(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    provider: str | None = Field(None, description="extractive, openai, anthropic, google or ollama")
+    model_name: str | None = None
+    api_key: str | None = Field(None, description="Provider credential; echoed back in agent records.")
+
+
+class AgentData(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    knowledge_bases: list[str] | None = Field(None, description="`<project>.<kb>` or `<project>.*`")
+    tables: list[str] | None = Field(None, description="`<data_source>.<table>` or `<data_source>.*`")
+
+
+class AgentFields(_Lenient):
+    """All optional; `null` means "not sent". `model_name`/`provider`/`params` are the MindsDB SDK's."""
+
+    name: str | None = None
+    model: ModelConfig | None = None
+    data: AgentData | None = None
+    prompt_template: str | None = None
+    model_name: str | None = None
+    provider: str | None = None
+    params: dict[str, Any] | None = None
+    id: Id | None = Field(None, description="Ignored: the service assigns ids.")
+    project_id: Id | None = Field(None, description="Ignored: the path names the project.")
+
+
+class AgentRequest(BaseModel):
+    agent: AgentFields
+
+
+class AgentRecord(BaseModel):
+    id: int
+    name: str
+    project_id: int
+    created_at: str
+    updated_at: str
+    data: dict[str, Any]
+    model: dict[str, Any]
+    prompt_template: str | None
+    params: dict[str, Any] | None = None
+
+
+def agent_record(row: AgentRow) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "id": row.id,
+        "name": row.name,
+        "project_id": row.project_id,
+        "created_at": timestamp(row.created_at),
+        "updated_at": timestamp(row.updated_at),
+        "data": row.data,
+        "model": row.model,
+        "prompt_template": row.prompt_template,
+    }
+    if row.params:
+        record["params"] = row.params
+    return record
+
+
+class KnowledgeBaseFields(_Lenient):
+    name: str | None = None
+    embedding_model: dict[str, Any] | str | None = Field(
+        None, description="{provider: local|openai|ollama, model_name, api_key?, base_url?, dimensions?}"
+    )
+    reranking_model: dict[str, Any] | bool | None = None
+    metadata_columns: list[str] | None = None
+    content_columns: list[str] | None = None
+    id_column: str | None = None
+    params: dict[str, Any] | None = None
+    preprocessing: dict[str, Any] | None = None
+    storage: dict[str, Any] | None = Field(None, description="Recorded only: chunks always live in agentkb's pgvector.")
+
+
+class KnowledgeBaseRequest(BaseModel):
+    knowledge_base: KnowledgeBaseFields
+
+
+class KnowledgeBaseRecord(BaseModel):
+    id: int
+    name: str
+    project_id: int
+    project_name: str
+    vector_database: str
+    vector_database_table: str
+    updated_at: str
+    created_at: str
+    query_id: int | str | None
+    embedding_model: dict[str, Any] | None
+    reranking_model: dict[str, Any] | None
+    metadata_columns: list[str] | None
+    content_columns: list[str] | None
+    id_column: str | None
+    params: dict[str, Any]
+
+
+def kb_record(row: KnowledgeBaseRow) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "name": row.name,
+        "project_id": row.project_id,
+        "project_name": row.project_name,
+        "vector_database": row.params.get("default_vector_storage", "agentkb_pgvector"),
+        "vector_database_table": row.storage_table,
+        "updated_at": timestamp(row.updated_at),
+        "created_at": timestamp(row.created_at),
+        "query_id": None,
+        "embedding_model": mask_secrets(row.embedding_model),
+        "reranking_model": mask_secrets(row.reranking_model),
+        "metadata_columns": row.metadata_columns,
+        "content_columns": row.content_columns,
+        "id_column": row.id_column,
+        "params": row.params,
+    }
+
+
+class ProjectRecord(BaseModel):
+    name: str
+
+
+class ProjectRequest(BaseModel):
+    name: str
+
+
+def project_record(project: Project) -> dict[str, Any]:
+    return {"name": project.name}

@@ -1,0 +1,64 @@
+"""The `agentkb` command."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from agentkb import __version__
+
+app = typer.Typer(help="agentkb: AI agents over knowledge bases and SQL data.", no_args_is_help=True)
+
+
+@app.command()
+def serve(
+    host: Annotated[Optional[str], typer.Option(help="Interface to bind (default 127.0.0.1).")] = None,
+    port: Annotated[Optional[int], typer.Option(help="Port (default 47334).")] = None,
+    data_dir: Annotated[Optional[Path], typer.Option(help="Data directory (default ~/.agentkb).")] = None,
+) -> None:
+    """Start the HTTP service."""
+    import uvicorn
+
+    from agentkb.app import create_app
+    from agentkb.logs import configure
+    from agentkb.settings import Settings
+
+    overrides = {k: v for k, v in {"host": host, "port": port, "data_dir": data_dir}.items() if v is not None}
+    settings = Settings(**overrides)
+    configure(settings.log_level, settings.log_format)
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_config=None, access_log=False)
+
+
+@app.command()
+def migrate(
+    data_dir: Annotated[Optional[Path], typer.Option(help="Data directory (default ~/.agentkb).")] = None,
+) -> None:
+    """Apply database migrations and exit."""
+    from agentkb.settings import Settings
+    from agentkb.storage import migrate as migrations
+    from agentkb.storage.embedded import EmbeddedPostgres
+
+    settings = Settings(**({"data_dir": data_dir} if data_dir else {}))
+    embedded = None
+    url = settings.database_url
+    if url is None:
+        embedded = EmbeddedPostgres(settings.pg_dir)
+        url = embedded.start()
+    try:
+        migrations.upgrade(url)
+    finally:
+        if embedded is not None:
+            embedded.stop()
+    typer.echo("schema is up to date")
+
+
+@app.command()
+def version() -> None:
+    """Print the version."""
+    typer.echo(__version__)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,59 @@
+"""The error hierarchy. Every error reaches clients as `application/problem+json` `{"title", "detail"}`.
+
+    AgentKBError (500)
+     ├── BadRequest (400)          malformed body, field, SQL or file
+     ├── NotFound (404)            unknown project, agent, knowledge base, data source, ...
+     ├── Conflict (409)            a name that already exists; deleting a non-empty project
+     ├── PayloadTooLarge (413)     request body over `max_body_bytes`
+     └── UpstreamError (502)       an embedding or LLM provider failed
+"""
+
+from __future__ import annotations
+
+
+class AgentKBError(Exception):
+    status: int = 500
+    title: str = "Internal error"
+
+    def __init__(self, detail: str, *, title: str | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        if title is not None:
+            self.title = title
+
+
+class BadRequest(AgentKBError):
+    status = 400
+    title = "Bad request"
+
+
+class NotFound(AgentKBError):
+    status = 404
+    title = "Not found"
+
+
+class Conflict(AgentKBError):
+    status = 409
+    title = "Conflict"
+
+
+class PayloadTooLarge(AgentKBError):
+    status = 413
+    title = "Payload too large"
+
+
+class UpstreamError(AgentKBError):
+    status = 502
+    title = "Upstream provider error"
+
+
+def project_not_found(name: str) -> NotFound:
+    return NotFound(f"Project with name {name} does not exist", title="Project not found")
+
+
+def agent_not_found(name: str) -> NotFound:
+    return NotFound(f"Agent with name {name} does not exist", title="Agent not found")
+
+
+def kb_not_found(name: str) -> NotFound:
+    return NotFound(f"Knowledge Base with name {name} does not exist", title="Knowledge Base not found")

@@ -1,0 +1,1 @@
+"""The knowledge-base engine: chunking, embedding, storage and hybrid search."""

@@ -1,0 +1,65 @@
+"""Embedding-model configuration: provider names, defaults and known vector sizes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentkb.errors import BadRequest
+from agentkb.service.validation import check_dict
+
+LOCAL = "local"
+OPENAI = "openai"
+OLLAMA_BASE_URL = "http://127.0.0.1:11434/v1"
+_ALIASES = {
+    "local": LOCAL,
+    "sentence_transformers": LOCAL,
+    "sentence-transformers": LOCAL,
+    "huggingface": LOCAL,
+    "openai": OPENAI,
+    "ollama": OPENAI,
+}
+KNOWN_DIMENSIONS = {
+    (LOCAL, "all-minilm-l6-v2"): 384,
+    (LOCAL, "sentence-transformers/all-minilm-l6-v2"): 384,
+    (OPENAI, "text-embedding-3-small"): 1536,
+    (OPENAI, "text-embedding-3-large"): 3072,
+    (OPENAI, "text-embedding-ada-002"): 1536,
+}
+
+
+def normalize(given: Any, default: dict[str, Any]) -> dict[str, Any]:
+    """The stored configuration: the default model with the user's fields over it (same provider),
+    or the user's fields alone (another provider), as MindsDB merges `default_embedding_model`."""
+    if given is None:
+        config = dict(default)
+    else:
+        if isinstance(given, str):
+            given = {"model_name": given}
+        user = check_dict(given, "embedding_model")
+        provider = user.get("provider", default.get("provider"))
+        config = {**default, **user} if provider == default.get("provider") else dict(user)
+    provider = config.get("provider")
+    if provider not in _ALIASES:
+        raise BadRequest(
+            f"'embedding_model.provider' {provider!r} is not supported; use one of: {', '.join(sorted(_ALIASES))}",
+            title="Invalid embedding model",
+        )
+    if provider == "ollama":
+        config.setdefault("base_url", OLLAMA_BASE_URL)
+    if not isinstance(config.get("model_name"), str) or not config["model_name"]:
+        raise BadRequest("'embedding_model.model_name' is required", title="Invalid embedding model")
+    dims = config.get("dimensions")
+    if dims is not None and (not isinstance(dims, int) or isinstance(dims, bool) or not 0 < dims <= 4000):
+        raise BadRequest("'embedding_model.dimensions' must be an integer in 1..4000", title="Invalid embedding model")
+    return config
+
+
+def kind(config: dict[str, Any]) -> str:
+    """`local` (sentence-transformers in this process) or `openai` (an OpenAI-compatible HTTP API)."""
+    return _ALIASES[config["provider"]]
+
+
+def known_dimension(config: dict[str, Any]) -> int | None:
+    if isinstance(config.get("dimensions"), int):
+        return int(config["dimensions"])
+    return KNOWN_DIMENSIONS.get((kind(config), str(config["model_name"]).lower()))

@@ -1,0 +1,214 @@
+"""Agents: stored configurations (model, connected data, prompt) inside a project."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.exc import IntegrityError
+
+from agentkb.errors import BadRequest, Conflict, agent_not_found, project_not_found
+from agentkb.service import projects
+from agentkb.service.validation import (
+    IDENTIFIER,
+    check_dict,
+    check_name,
+    check_storable,
+    check_str_list,
+    is_identifier,
+)
+from agentkb.storage import agents as repo
+from agentkb.storage.agents import AgentRow
+from agentkb.storage.db import Database
+from agentkb.storage.projects import Project
+
+PROVIDERS = ("extractive", "openai", "anthropic", "google", "ollama")
+_PART = IDENTIFIER.pattern.strip("^$")
+_KB_REF = re.compile(rf"^(?:({_PART})\.)?({_PART}|\*)$")
+_TABLE_REF = re.compile(rf"^{_PART}(?:\.{_PART})?\.(?:{_PART}|\*)$")
+_PROVIDER_BY_PREFIX = (("gpt", "openai"), ("o1", "openai"), ("o3", "openai"), ("o4", "openai"),
+                       ("claude", "anthropic"), ("gemini", "google"))
+
+
+@dataclass(frozen=True, slots=True)
+class AgentInput:
+    """An agent body as clients send it; None means "not sent" (the MindsDB SDK sends nulls)."""
+
+    name: Any = None
+    model: Any = None
+    model_name: Any = None
+    provider: Any = None
+    data: Any = None
+    prompt_template: Any = None
+    params: Any = None
+
+
+def _infer_provider(model_name: str, default: dict[str, Any]) -> str:
+    lowered = model_name.lower()
+    for prefix, provider in _PROVIDER_BY_PREFIX:
+        if lowered.startswith(prefix):
+            return provider
+    return str(default.get("provider", "openai"))
+
+
+def build_model(given: AgentInput, default: dict[str, Any]) -> dict[str, Any] | None:
+    """Fold `model`, top-level `model_name`/`provider` and `params.model` into one model object."""
+    model = given.model
+    params_model = given.params.get("model") if isinstance(given.params, dict) else None
+    if model is None and params_model is not None:
+        model = params_model
+    if model is None and given.model_name is None and given.provider is None:
+        return None
+    out = dict(check_dict(model, "model")) if model is not None else {}
+    if given.model_name is not None:
+        out.setdefault("model_name", given.model_name)
+    if given.provider is not None:
+        out.setdefault("provider", given.provider)
+    provider = out.get("provider")
+    model_name = out.get("model_name")
+    if model_name is None and (provider is None or provider == default.get("provider")):
+        out["model_name"] = model_name = default.get("model_name")
+    if not isinstance(model_name, str) or not model_name:
+        raise BadRequest("'model.model_name' is required and must be a non-empty string", title="Invalid model")
+    if provider is None:
+        out["provider"] = provider = _infer_provider(model_name, default)
+    if provider not in PROVIDERS:
+        raise BadRequest(
+            f"'model.provider' {provider!r} is not supported; use one of: {', '.join(PROVIDERS)}",
+            title="Invalid model",
+        )
+    return out
+
+
+def build_data(data: Any, project: Project) -> dict[str, list[str]]:
+    """Validate `data`; bare knowledge-base names (the SDK appends them) become `<project>.<kb>`."""
+    data = check_dict(data, "data")
+    unknown = set(data) - {"knowledge_bases", "tables"}
+    if unknown:
+        raise BadRequest(
+            f"'data' has unknown field(s) {sorted(unknown)}; allowed: knowledge_bases, tables",
+            title="Invalid data",
+        )
+    kbs: list[str] = []
+    for entry in check_str_list(data.get("knowledge_bases") or [], "data.knowledge_bases"):
+        match = _KB_REF.match(entry)
+        if match is None:
+            raise BadRequest(
+                f"'data.knowledge_bases' entry {entry!r} must be '<project>.<knowledge_base>' or '<project>.*'",
+                title="Invalid data",
+            )
+        full = entry if match.group(1) else f"{project.name}.{entry}"
+        if full not in kbs:
+            kbs.append(full)
+    tables: list[str] = []
+    for entry in check_str_list(data.get("tables") or [], "data.tables"):
+        if _TABLE_REF.match(entry) is None:
+            raise BadRequest(
+                f"'data.tables' entry {entry!r} must be '<data_source>.<table>' or '<data_source>.*'",
+                title="Invalid data",
+            )
+        if entry not in tables:
+            tables.append(entry)
+    return {"knowledge_bases": kbs, "tables": tables}
+
+
+def _params(given: AgentInput) -> dict[str, Any]:
+    if given.params is None:
+        return {}
+    params = dict(check_dict(given.params, "params"))
+    for moved in ("model", "data", "prompt_template"):  # MindsDB accepts these inside params too
+        params.pop(moved, None)
+    return params
+
+
+def _prompt(given: AgentInput) -> str | None:
+    value = given.prompt_template
+    if value is None and isinstance(given.params, dict):
+        value = given.params.get("prompt_template")
+    if value is not None and not isinstance(value, str):
+        raise BadRequest("'prompt_template' must be a string", title="Invalid value")
+    return check_storable(value, "prompt_template")  # type: ignore[no-any-return]
+
+
+def _data(given: AgentInput) -> Any:
+    if given.data is None and isinstance(given.params, dict):
+        return given.params.get("data")
+    return given.data
+
+
+class AgentService:
+    def __init__(self, db: Database, default_model: dict[str, Any]) -> None:
+        self.db = db
+        self.default_model = default_model
+
+    async def list(self, project_name: str) -> list[AgentRow]:
+        async with self.db.connect() as conn:
+            project = await projects.resolve(conn, project_name)
+            return await repo.list_for_project(conn, project.id)
+
+    async def get(self, project_name: str, name: str) -> AgentRow:
+        async with self.db.connect() as conn:
+            project = await projects.resolve(conn, project_name)
+            agent = await repo.get(conn, project.id, name) if is_identifier(name) else None
+        if agent is None:
+            raise agent_not_found(name)
+        return agent
+
+    async def create(self, project_name: str, given: AgentInput) -> AgentRow:
+        name = check_name(given.name, "name")
+        model = build_model(given, self.default_model) or dict(self.default_model)
+        prompt = _prompt(given)
+        params = _params(given)
+        try:
+            async with self.db.transaction() as conn:
+                project = await projects.resolve(conn, project_name)
+                data = build_data(_data(given) or {}, project)
+                values = {"name": name, "model": model, "data": data, "prompt_template": prompt, "params": params}
+                agent = await repo.insert_new(conn, project.id, values)
+        except IntegrityError as exc:  # the project was deleted while we inserted
+            raise project_not_found(project_name) from exc
+        if agent is None:
+            raise Conflict(
+                f"Agent with name {name} already exists. Please choose a different one.",
+                title="Agent already exists",
+            )
+        return agent
+
+    async def update(self, project_name: str, name: str, given: AgentInput) -> AgentRow:
+        model = build_model(given, self.default_model)
+        prompt = _prompt(given)
+        new_name = check_name(given.name, "name") if given.name is not None else None
+        async with self.db.transaction() as conn:
+            project = await projects.resolve(conn, project_name)
+            agent = await repo.get(conn, project.id, name, for_update=True) if is_identifier(name) else None
+            if agent is None:
+                raise agent_not_found(name)
+            values: dict[str, Any] = {}
+            if new_name is not None and new_name != agent.name:
+                if await repo.get(conn, project.id, new_name) is not None:
+                    raise Conflict(f"Agent with name {new_name} already exists", title="Agent already exists")
+                values["name"] = new_name
+            if model is not None:
+                values["model"] = model
+            data = _data(given)
+            if data is not None:
+                values["data"] = build_data(data, project)
+            if prompt is not None:
+                values["prompt_template"] = prompt
+            if given.params is not None:
+                merged = {**agent.params, **_params(given)}
+                values["params"] = {k: v for k, v in merged.items() if v is not None}
+            try:
+                async with conn.begin_nested():
+                    return await repo.update(conn, agent.id, values)
+            except IntegrityError as exc:  # a concurrent rename took the name
+                raise Conflict(f"Agent with name {new_name} already exists", title="Agent already exists") from exc
+
+    async def delete(self, project_name: str, name: str) -> None:
+        async with self.db.transaction() as conn:
+            project = await projects.resolve(conn, project_name)
+            agent = await repo.get(conn, project.id, name, for_update=True) if is_identifier(name) else None
+            if agent is None:
+                raise agent_not_found(name)
+            await repo.delete(conn, agent.id)

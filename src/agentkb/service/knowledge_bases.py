@@ -1,0 +1,125 @@
+"""Knowledge bases: records plus their chunk tables, created and dropped together."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.exc import IntegrityError
+
+from agentkb.errors import BadRequest, Conflict, kb_not_found, project_not_found
+from agentkb.kb.embedders import config as embedding_config
+from agentkb.service import projects
+from agentkb.service.validation import check_dict, check_name, check_storable, check_str_list, is_identifier
+from agentkb.storage import chunks
+from agentkb.storage import knowledge_bases as repo
+from agentkb.storage.db import Database
+from agentkb.storage.knowledge_bases import KnowledgeBaseRow
+
+VECTOR_DATABASE = "agentkb_pgvector"
+DimensionResolver = Callable[[dict[str, Any]], Awaitable[int]]
+
+
+@dataclass(frozen=True, slots=True)
+class KnowledgeBaseInput:
+    """A knowledge-base create body; None means "not sent"."""
+
+    name: Any = None
+    embedding_model: Any = None
+    reranking_model: Any = None
+    metadata_columns: Any = None
+    content_columns: Any = None
+    id_column: Any = None
+    params: Any = None
+    preprocessing: Any = None
+    storage: Any = None
+
+
+def _reranking(value: Any) -> dict[str, Any] | None:
+    if value is None or value is False:
+        return None
+    return check_dict(value, "reranking_model")
+
+
+def _columns(value: Any, field: str) -> list[str] | None:
+    return None if value is None else check_str_list(value, field)
+
+
+def _id_column(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise BadRequest("'id_column' must be a non-empty string", title="Invalid value")
+    return check_storable(value, "id_column")  # type: ignore[no-any-return]
+
+
+class KnowledgeBaseService:
+    def __init__(self, db: Database, default_embedding_model: dict[str, Any], dimension: DimensionResolver) -> None:
+        self.db = db
+        self.default_embedding_model = default_embedding_model
+        self.dimension = dimension
+
+    async def list(self, project_name: str) -> list[KnowledgeBaseRow]:
+        async with self.db.connect() as conn:
+            project = await projects.resolve(conn, project_name)
+            return await repo.list_for_project(conn, project.id)
+
+    async def get(self, project_name: str, name: str) -> KnowledgeBaseRow:
+        async with self.db.connect() as conn:
+            project = await projects.resolve(conn, project_name)
+            kb = await repo.get(conn, project.id, name) if is_identifier(name) else None
+        if kb is None:
+            raise kb_not_found(name)
+        return kb
+
+    async def create(self, project_name: str, given: KnowledgeBaseInput) -> KnowledgeBaseRow:
+        name = check_name(given.name, "name")
+        embedding = embedding_config.normalize(given.embedding_model, self.default_embedding_model)
+        params = dict(check_dict(given.params, "params")) if given.params is not None else {}
+        if given.preprocessing is not None:
+            params["preprocessing"] = check_dict(given.preprocessing, "preprocessing")
+        if given.storage is not None:
+            params["requested_storage"] = check_dict(given.storage, "storage")
+        values = {
+            "name": name,
+            "embedding_model": embedding,
+            "reranking_model": _reranking(given.reranking_model),
+            "metadata_columns": _columns(given.metadata_columns, "metadata_columns"),
+            "content_columns": _columns(given.content_columns, "content_columns"),
+            "id_column": _id_column(given.id_column),
+        }
+        async with self.db.connect() as conn:  # fail fast (404) before any embedder is probed
+            await projects.resolve(conn, project_name)
+        dim = await self.dimension(embedding)
+        params.update(
+            created_embedding_model=embedding["model_name"],
+            default_vector_storage=VECTOR_DATABASE,
+            vector_size=dim,
+        )
+        try:
+            async with self.db.transaction() as conn:
+                project = await projects.resolve(conn, project_name)
+                kb_id = await repo.next_id(conn)
+                table = chunks.table_name(kb_id)
+                await chunks.create_chunk_table(conn, table, dim)
+                row = {**values, "id": kb_id, "project_id": project.id, "params": params,
+                       "storage_table": table, "vector_dim": dim}
+                if not await repo.insert_new(conn, row):
+                    raise Conflict(
+                        f"Knowledge Base with name {name} already exists", title="Knowledge Base already exists"
+                    )
+                kb = await repo.get(conn, project.id, name)
+        except IntegrityError as exc:  # the project was deleted meanwhile
+            raise project_not_found(project_name) from exc
+        assert kb is not None
+        return kb
+
+    async def delete(self, project_name: str, name: str) -> None:
+        async with self.db.transaction() as conn:
+            project = await projects.resolve(conn, project_name)
+            kb = await repo.get(conn, project.id, name, for_update=True) if is_identifier(name) else None
+            if kb is None:
+                raise kb_not_found(name)
+            await chunks.drop_chunk_table(conn, kb.storage_table)
+            await repo.delete(conn, kb.id)

@@ -1,0 +1,87 @@
+"""The one typed settings object: environment (`AGENTKB_*`), an optional TOML file, then defaults."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+DEFAULT_MODEL: dict[str, Any] = {"provider": "extractive", "model_name": "extractive"}
+DEFAULT_EMBEDDING_MODEL: dict[str, Any] = {"provider": "local", "model_name": "all-MiniLM-L6-v2"}
+
+
+def _config_file() -> Path | None:
+    value = os.environ.get("AGENTKB_CONFIG_FILE")
+    return Path(value).expanduser() if value else None
+
+
+class Settings(BaseSettings):
+    """Every setting agentkb reads. Documented in docs/configuration.md (a test keeps the two in step)."""
+
+    model_config = SettingsConfigDict(env_prefix="AGENTKB_", extra="ignore", frozen=True)
+
+    data_dir: Path = Field(
+        default=Path("~/.agentkb"),
+        description="Directory for the embedded PostgreSQL (`<data_dir>/pg`) and uploaded files.",
+    )
+    database_url: str | None = Field(
+        default=None,
+        description="PostgreSQL URL (with pgvector available). Unset: a private PostgreSQL is started "
+        "in `<data_dir>/pg`.",
+    )
+    host: str = Field(default="127.0.0.1", description="Interface `agentkb serve` binds to.")
+    port: int = Field(default=47334, description="Port `agentkb serve` listens on (MindsDB's HTTP port).")
+    default_project: str = Field(default="mindsdb", description="Name of the project that always exists.")
+    default_model: dict[str, Any] = Field(
+        default_factory=lambda: dict(DEFAULT_MODEL),
+        description="Model (JSON object: provider, model_name, api_key, ...) for agents created without one.",
+    )
+    default_embedding_model: dict[str, Any] = Field(
+        default_factory=lambda: dict(DEFAULT_EMBEDDING_MODEL),
+        description="Embedding model (JSON object) for knowledge bases created without one.",
+    )
+    max_body_bytes: int = Field(
+        default=64 * 1024 * 1024, description="Largest accepted request body in bytes; larger gets 413."
+    )
+    db_pool_size: int = Field(default=10, description="Connections kept in the PostgreSQL pool.")
+    log_level: str = Field(default="INFO", description="Log level (DEBUG, INFO, WARNING, ERROR).")
+    log_format: Literal["text", "json"] = Field(default="text", description="Log lines as text or JSON.")
+
+    @field_validator("data_dir")
+    @classmethod
+    def _expand(cls, value: Path) -> Path:
+        return value.expanduser().resolve()
+
+    @field_validator("default_project")
+    @classmethod
+    def _lower(cls, value: str) -> str:
+        return value.lower()
+
+    @property
+    def pg_dir(self) -> Path:
+        return self.data_dir / "pg"
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        path = _config_file()
+        if path is not None:
+            if not path.is_file():
+                raise ValueError(f"AGENTKB_CONFIG_FILE={path} does not exist")
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
+        return tuple(sources)

@@ -1,0 +1,69 @@
+"""Agent rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import RowMapping, func, select
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from agentkb.storage.schema import agents
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRow:
+    id: int
+    project_id: int
+    name: str
+    model: dict[str, Any]
+    data: dict[str, Any]
+    prompt_template: str | None
+    params: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+
+
+def _row(r: RowMapping) -> AgentRow:
+    return AgentRow(**{k: r[k] for k in AgentRow.__slots__})
+
+
+async def list_for_project(conn: AsyncConnection, project_id: int) -> list[AgentRow]:
+    rows = await conn.execute(select(agents).where(agents.c.project_id == project_id).order_by(agents.c.id))
+    return [_row(r) for r in rows.mappings()]
+
+
+async def get(conn: AsyncConnection, project_id: int, name: str, *, for_update: bool = False) -> AgentRow | None:
+    stmt = select(agents).where(agents.c.project_id == project_id, agents.c.name == name)
+    if for_update:
+        stmt = stmt.with_for_update()
+    row = (await conn.execute(stmt)).mappings().first()
+    return _row(row) if row else None
+
+
+async def insert_new(conn: AsyncConnection, project_id: int, values: dict[str, Any]) -> AgentRow | None:
+    """Insert; None if the name is taken in the project (the unique constraint decides, race-free)."""
+    stmt = (
+        insert(agents)
+        .values(project_id=project_id, **values)
+        .on_conflict_do_nothing(constraint="agents_project_name_key")
+        .returning(*agents.c)
+    )
+    row = (await conn.execute(stmt)).mappings().first()
+    return _row(row) if row else None
+
+
+async def update(conn: AsyncConnection, agent_id: int, values: dict[str, Any]) -> AgentRow:
+    stmt = (
+        agents.update()
+        .where(agents.c.id == agent_id)
+        .values(**values, updated_at=func.now())
+        .returning(*agents.c)
+    )
+    return _row((await conn.execute(stmt)).mappings().one())
+
+
+async def delete(conn: AsyncConnection, agent_id: int) -> None:
+    await conn.execute(agents.delete().where(agents.c.id == agent_id))

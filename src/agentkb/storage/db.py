@@ -1,0 +1,50 @@
+"""Connection pool and transactions: the async SQLAlchemy engine every repository uses."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import orjson
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+
+def _dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+def to_async_url(url: str) -> str:
+    """Accept `postgresql://` and `postgres://` URLs and pin the psycopg (v3) driver."""
+    for prefix in ("postgresql+psycopg://", "postgresql+psycopg2://", "postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix):]
+    raise ValueError(f"not a PostgreSQL URL: {url.split('://')[0]}://...")
+
+
+class Database:
+    """Owns the engine. `transaction()` is the one way to write; `connect()` reads."""
+
+    def __init__(self, url: str, *, pool_size: int = 10) -> None:
+        self.url = to_async_url(url)
+        self.engine: AsyncEngine = create_async_engine(
+            self.url,
+            pool_size=pool_size,
+            max_overflow=pool_size,
+            pool_pre_ping=True,
+            json_serializer=_dumps,
+            json_deserializer=orjson.loads,
+        )
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[AsyncConnection]:
+        async with self.engine.begin() as conn:
+            yield conn
+
+    @asynccontextmanager
+    async def connect(self) -> AsyncIterator[AsyncConnection]:
+        async with self.engine.connect() as conn:
+            yield conn
+
+    async def close(self) -> None:
+        await self.engine.dispose()

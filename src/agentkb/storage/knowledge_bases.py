@@ -1,0 +1,79 @@
+"""Knowledge-base rows (the records; their chunks live in `chunks`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import RowMapping, func, select, text
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from agentkb.storage.schema import knowledge_bases as kbs
+from agentkb.storage.schema import projects
+
+
+@dataclass(frozen=True, slots=True)
+class KnowledgeBaseRow:
+    id: int
+    project_id: int
+    project_name: str
+    name: str
+    embedding_model: dict[str, Any]
+    reranking_model: dict[str, Any] | None
+    metadata_columns: list[str] | None
+    content_columns: list[str] | None
+    id_column: str | None
+    params: dict[str, Any]
+    storage_table: str
+    vector_dim: int
+    created_at: datetime
+    updated_at: datetime
+
+
+def _row(r: RowMapping) -> KnowledgeBaseRow:
+    return KnowledgeBaseRow(**{k: r[k] for k in KnowledgeBaseRow.__slots__})
+
+
+def _select():  # type: ignore[no-untyped-def]
+    return select(kbs, projects.c.name.label("project_name")).join(projects, projects.c.id == kbs.c.project_id)
+
+
+async def list_for_project(conn: AsyncConnection, project_id: int) -> list[KnowledgeBaseRow]:
+    rows = await conn.execute(_select().where(kbs.c.project_id == project_id).order_by(kbs.c.id))
+    return [_row(r) for r in rows.mappings()]
+
+
+async def get(
+    conn: AsyncConnection, project_id: int, name: str, *, for_update: bool = False
+) -> KnowledgeBaseRow | None:
+    stmt = _select().where(kbs.c.project_id == project_id, kbs.c.name == name)
+    if for_update:
+        stmt = stmt.with_for_update(of=kbs)
+    row = (await conn.execute(stmt)).mappings().first()
+    return _row(row) if row else None
+
+
+async def next_id(conn: AsyncConnection) -> int:
+    value = await conn.scalar(text("SELECT nextval(pg_get_serial_sequence('knowledge_bases', 'id'))"))
+    return int(value)
+
+
+async def insert_new(conn: AsyncConnection, values: dict[str, Any]) -> bool:
+    """Insert; False if the name is taken in the project (the unique constraint decides, race-free)."""
+    stmt = (
+        insert(kbs)
+        .values(**values)
+        .on_conflict_do_nothing(constraint="knowledge_bases_project_name_key")
+        .returning(kbs.c.id)
+    )
+    return (await conn.execute(stmt)).first() is not None
+
+
+async def update(conn: AsyncConnection, kb_id: int, values: dict[str, Any]) -> None:
+    await conn.execute(kbs.update().where(kbs.c.id == kb_id).values(**values, updated_at=func.now()))
+
+
+async def delete(conn: AsyncConnection, kb_id: int) -> None:
+    await conn.execute(kbs.delete().where(kbs.c.id == kb_id))

