@@ -33,6 +33,8 @@ def _describe(exc: RequestValidationError) -> tuple[str, str]:
             messages.append(f"'{where}' is required")
         elif error.get("type") == "json_invalid":
             messages.append("the body is not valid JSON")
+        elif where == "body" and error.get("type") in ("model_attributes_type", "dict_type"):
+            messages.append("the request body must be a JSON object")
         else:
             messages.append(f"'{where}': {error.get('msg', 'invalid value')}")
     if len(errors) > 5:

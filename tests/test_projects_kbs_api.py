@@ -1,0 +1,149 @@
+"""Project and knowledge-base resource endpoints (spec 2.2, 4.6) over real HTTP and real Postgres."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import httpx
+import psycopg
+
+from tests.helpers import TIMESTAMP, assert_problem
+
+KB_KEYS = {
+    "id", "name", "project_id", "project_name", "vector_database", "vector_database_table", "updated_at",
+    "created_at", "query_id", "embedding_model", "reranking_model", "metadata_columns", "content_columns",
+    "id_column", "params",
+}
+
+
+def test_projects_list_create_delete(client: httpx.Client, unique: str) -> None:
+    assert {"name": "mindsdb"} in client.get("/api/projects").json()
+    name = f"proj_{unique}"
+    r = client.post("/api/projects", json={"name": name})
+    assert r.status_code == 201 and r.json() == {"name": name}
+    assert {"name": name} in client.get("/api/projects").json()
+    assert client.get(f"/api/projects/{name.upper()}").json() == {"name": name}  # case-insensitive
+    assert_problem(client.post("/api/projects", json={"name": name}), 409)
+    assert client.post(f"/api/projects/{name}/agents", json={"agent": {"name": "a"}}).status_code == 201
+    assert_problem(client.delete(f"/api/projects/{name}"), 409)  # not empty
+    assert client.delete(f"/api/projects/{name}/agents/a").status_code == 204
+    assert client.delete(f"/api/projects/{name}").status_code == 204
+    assert_problem(client.get(f"/api/projects/{name}"), 404)
+    assert_problem(client.delete("/api/projects/mindsdb"), 400)
+    assert_problem(client.post("/api/projects", json={"name": "bad name"}), 400)
+
+
+def test_kb_create_list_get_masks_keys(client: httpx.Client, unique: str) -> None:
+    name = f"kb_{unique}"
+    body = {
+        "knowledge_base": {
+            "name": name,
+            "embedding_model": {
+                "provider": "openai",
+                "model_name": "text-embedding-3-small",
+                "api_key": "sk-secret",
+            },
+            "metadata_columns": ["author"],
+            "content_columns": ["body"],
+            "id_column": "doc_id",
+        }
+    }
+    r = client.post("/api/projects/mindsdb/knowledge_bases", json=body)
+    assert r.status_code == 201, r.text
+    record = r.json()
+    assert set(record) == KB_KEYS
+    assert record["embedding_model"]["api_key"] == "******"
+    assert "sk-secret" not in r.text
+    assert record["vector_database"] == "agentkb_pgvector"
+    assert re.match(r"^kb_chunks_\d+$", record["vector_database_table"])
+    assert record["params"]["created_embedding_model"] == "text-embedding-3-small"
+    assert record["params"]["default_vector_storage"] == "agentkb_pgvector"
+    assert record["metadata_columns"] == ["author"] and record["content_columns"] == ["body"]
+    assert record["id_column"] == "doc_id" and record["query_id"] is None and record["reranking_model"] is None
+    assert TIMESTAMP.match(record["created_at"]) and TIMESTAMP.match(record["updated_at"])
+    assert record in client.get("/api/projects/mindsdb/knowledge_bases").json()
+    assert client.get(f"/api/projects/mindsdb/knowledge_bases/{name}").json() == record
+    assert_problem(client.post("/api/projects/mindsdb/knowledge_bases", json=body), 409)
+
+
+def test_kb_default_embedder_and_nulls(client: httpx.Client, unique: str) -> None:
+    r = client.post("/api/projects/mindsdb/knowledge_bases", json={"knowledge_base": {"name": f"kb_{unique}"}})
+    assert r.status_code == 201, r.text
+    record = r.json()
+    assert record["embedding_model"] == {"provider": "local", "model_name": "all-MiniLM-L6-v2"}
+    assert record["params"]["vector_size"] == 384
+    for key in ("metadata_columns", "content_columns", "id_column", "reranking_model"):
+        assert record[key] is None
+
+
+def _indexes(pg_url: str, table: str) -> dict[str, str]:
+    with psycopg.connect(pg_url) as conn:
+        rows = conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s", (table,)).fetchall()
+    return {name: definition for name, definition in rows}
+
+
+def test_kb_storage_created_and_dropped(client: httpx.Client, unique: str, pg_url: str) -> None:
+    name = f"kb_{unique}"
+    table = client.post(
+        "/api/projects/mindsdb/knowledge_bases", json={"knowledge_base": {"name": name}}
+    ).json()["vector_database_table"]
+    indexes = _indexes(pg_url, table)
+    assert any("hnsw" in d and "vector_cosine_ops" in d for d in indexes.values()), indexes
+    assert any("gin" in d and "tsv" in d for d in indexes.values()), indexes
+    assert client.delete(f"/api/projects/mindsdb/knowledge_bases/{name}").status_code == 204
+    assert _indexes(pg_url, table) == {}
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT to_regclass(%s)", (table,)).fetchone() == (None,)
+    assert_problem(client.get(f"/api/projects/mindsdb/knowledge_bases/{name}"), 404)
+    assert_problem(client.delete(f"/api/projects/mindsdb/knowledge_bases/{name}"), 404)
+
+
+def test_kb_bad_input(client: httpx.Client, unique: str) -> None:
+    url = "/api/projects/mindsdb/knowledge_bases"
+    cases: list[tuple[object, str]] = [
+        ({}, "knowledge_base"),
+        ({"knowledge_base": {}}, "name"),
+        ({"knowledge_base": {"name": "bad-name"}}, "name"),
+        ({"knowledge_base": {"name": f"k_{unique}", "embedding_model": {"provider": "nope", "model_name": "m"}}},
+         "provider"),
+        ({"knowledge_base": {"name": f"k_{unique}", "embedding_model": {"provider": "openai",
+                                                                         "model_name": "custom-model"}}},
+         "dimensions"),
+        ({"knowledge_base": {"name": f"k_{unique}", "metadata_columns": "author"}}, "metadata_columns"),
+    ]
+    for body, field in cases:
+        problem = assert_problem(client.post(url, json=body), 400)
+        assert field in problem["detail"], (body, problem)
+    assert_problem(client.post("/api/projects/nope/knowledge_bases", json={"knowledge_base": {"name": "k"}}), 404)
+    assert_problem(client.get("/api/projects/nope/knowledge_bases"), 404)
+
+
+def test_concurrent_kb_creates_of_one_name(base_url: str, unique: str, pg_url: str) -> None:
+    body = {"knowledge_base": {"name": f"race_{unique}"}}
+
+    async def run() -> list[int]:
+        async with httpx.AsyncClient(base_url=base_url, timeout=60) as c:
+            responses = await asyncio.gather(
+                *(c.post("/api/projects/mindsdb/knowledge_bases", json=body) for _ in range(8))
+            )
+        return sorted(r.status_code for r in responses)
+
+    assert asyncio.run(run()) == [201] + [409] * 7
+    with psycopg.connect(pg_url) as conn:
+        count = conn.execute("SELECT count(*) FROM knowledge_bases WHERE name = %s", (f"race_{unique}",)).fetchone()
+        tables = conn.execute(
+            "SELECT count(*) FROM pg_tables t LEFT JOIN knowledge_bases k ON k.storage_table = t.tablename "
+            "WHERE t.tablename LIKE 'kb_chunks_%%' AND k.id IS NULL"
+        ).fetchone()
+    assert count == (1,)
+    assert tables == (0,)  # losers' chunk tables rolled back with their records
+
+
+def test_status_and_health(client: httpx.Client) -> None:
+    status = client.get("/api/status").json()
+    assert set(status) >= {"mindsdb_version", "environment", "auth"}
+    assert status["environment"] == "local"
+    assert status["auth"]["http_auth_enabled"] is False
+    assert client.get("/health").json() == {"status": "ok"}
+    assert client.get("/openapi.json").json()["info"]["title"] == "agentkb"

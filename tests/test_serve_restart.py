@@ -1,0 +1,81 @@
+"""`agentkb serve` as a real process on the embedded PostgreSQL: data survives restarts."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import psutil
+
+from tests.conftest import free_port
+
+
+@contextmanager
+def serve(data_dir: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTKB_")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentkb", "serve", "--data-dir", str(data_dir), "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/api/status", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "server did not start"
+            time.sleep(0.1)
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=30)
+
+
+def _postgres_running(pg_dir: Path) -> bool:
+    for proc in psutil.process_iter(attrs=("name", "cmdline")):
+        if proc.info["name"] == "postgres" and str(pg_dir) in " ".join(proc.info["cmdline"] or []):
+            return True
+    return False
+
+
+def test_data_survives_restart_and_postgres_stops_cleanly(tmp_path: Path) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    agent = {"agent": {"name": "keeper", "prompt_template": "remember me", "data": {"tables": ["db.t"]}}}
+    with serve(tmp_path, port):
+        created = httpx.post(f"{url}/api/projects/mindsdb/agents", json=agent).json()
+        kb = httpx.post(f"{url}/api/projects/mindsdb/knowledge_bases", json={"knowledge_base": {"name": "kept"}})
+        assert kb.status_code == 201
+        assert httpx.post(f"{url}/api/projects", json={"name": "second"}).status_code == 201
+    assert not _postgres_running(tmp_path / "pg"), "embedded PostgreSQL left running after SIGTERM"
+
+    with serve(tmp_path, port):
+        assert httpx.get(f"{url}/api/projects/mindsdb/agents/keeper").json() == created
+        assert httpx.get(f"{url}/api/projects/mindsdb/knowledge_bases/kept").json() == kb.json()
+        assert {"name": "second"} in httpx.get(f"{url}/api/projects").json()
+
+
+def test_restart_after_kill(tmp_path: Path) -> None:
+    """A SIGKILLed server leaves PostgreSQL running; the next start attaches to it and loses nothing."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with serve(tmp_path, port) as proc:
+        assert httpx.post(f"{url}/api/projects/mindsdb/agents", json={"agent": {"name": "survivor"}}).status_code == 201
+        proc.kill()
+        proc.wait(timeout=30)
+    with serve(tmp_path, port):
+        assert httpx.get(f"{url}/api/projects/mindsdb/agents/survivor").status_code == 200
+    assert not _postgres_running(tmp_path / "pg")
