@@ -6,19 +6,20 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 from fastapi import FastAPI
 
 from agentkb import __version__
-from agentkb.api import agents, errors, knowledge_bases, projects, status
+from agentkb.api import agents, databases, errors, knowledge_bases, projects, status
 from agentkb.api.deps import Services
 from agentkb.api.middleware import RequestContext
-from agentkb.errors import BadRequest
-from agentkb.kb.embedders import config as embedding_config
+from agentkb.kb.embedders.registry import EmbedderRegistry
 from agentkb.service.agents import AgentService
+from agentkb.service.data_sources import DataSourceService
+from agentkb.service.ingest import IngestService
 from agentkb.service.knowledge_bases import KnowledgeBaseService
 from agentkb.service.projects import ProjectService
+from agentkb.service.search import SearchService
 from agentkb.settings import Settings
 from agentkb.storage import migrate
 from agentkb.storage import projects as project_rows
@@ -28,23 +29,17 @@ from agentkb.storage.embedded import EmbeddedPostgres
 log = logging.getLogger("agentkb")
 
 
-async def _dimension(config: dict[str, Any]) -> int:
-    dim = embedding_config.known_dimension(config)
-    if dim is None:
-        raise BadRequest(
-            f"The vector size of embedding model {config['model_name']!r} is not known; "
-            "set 'embedding_model.dimensions'",
-            title="Invalid embedding model",
-        )
-    return dim
-
-
-def build_services(settings: Settings, db: Database) -> Services:
+def build_services(settings: Settings, db: Database, embedders: EmbedderRegistry) -> Services:
+    data_sources = DataSourceService(db)
     return Services(
         settings=settings,
         projects=ProjectService(db, settings.default_project),
         agents=AgentService(db, settings.default_model),
-        knowledge_bases=KnowledgeBaseService(db, settings.default_embedding_model, _dimension),
+        knowledge_bases=KnowledgeBaseService(db, settings.default_embedding_model, embedders.dimension),
+        data_sources=data_sources,
+        ingest=IngestService(db, embedders, data_sources),
+        search=SearchService(db, embedders),
+        embedders=embedders,
     )
 
 
@@ -57,14 +52,19 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         embedded = EmbeddedPostgres(settings.pg_dir)
         url = await asyncio.to_thread(embedded.start)
     db = Database(url, pool_size=settings.db_pool_size)
+    services: Services | None = None
     try:
         await asyncio.to_thread(migrate.upgrade, url)
         async with db.transaction() as conn:
             await project_rows.ensure(conn, settings.default_project)
-        app.state.services = build_services(settings, db)
+        services = build_services(settings, db, EmbedderRegistry())
+        app.state.services = services
         log.info("agentkb %s ready", __version__)
         yield
     finally:
+        if services is not None:
+            services.data_sources.close()
+            await services.embedders.aclose()
         await db.close()
         if embedded is not None:
             await asyncio.to_thread(embedded.stop)
@@ -80,7 +80,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     errors.install(app)
-    for module in (status, projects, agents, knowledge_bases):
+    for module in (status, projects, agents, knowledge_bases, databases):
         app.include_router(module.router)
     app.add_middleware(RequestContext, max_body_bytes=settings.max_body_bytes)
     return app

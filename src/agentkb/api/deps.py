@@ -8,8 +8,12 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from agentkb.service.agents import AgentService
+from agentkb.kb.embedders.registry import EmbedderRegistry
+from agentkb.service.data_sources import DataSourceService
+from agentkb.service.ingest import IngestService
 from agentkb.service.knowledge_bases import KnowledgeBaseService
 from agentkb.service.projects import ProjectService
+from agentkb.service.search import SearchService
 from agentkb.settings import Settings
 
 
@@ -19,6 +23,10 @@ class Services:
     projects: ProjectService
     agents: AgentService
     knowledge_bases: KnowledgeBaseService
+    data_sources: DataSourceService
+    ingest: IngestService
+    search: SearchService
+    embedders: EmbedderRegistry
 
 
 def _services(request: Request) -> Services:

@@ -1,17 +1,52 @@
-"""`/api/projects/{project_name}/knowledge_bases`: create, list, get, delete."""
+"""`/api/projects/{project_name}/knowledge_bases`: create, list, get, insert, search, delete."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
+from pydantic import ValidationError
 
 from agentkb.api.deps import ServicesDep
 from agentkb.api.responses import JSON
-from agentkb.api.schemas import KnowledgeBaseRecord, KnowledgeBaseRequest, kb_record
+from agentkb.api.schemas import (
+    DeleteDocumentsRequest,
+    FilterCondition,
+    InsertRequest,
+    KnowledgeBaseRecord,
+    KnowledgeBaseRequest,
+    SearchHit,
+    SearchRequest,
+    kb_record,
+)
+from agentkb.errors import BadRequest
+from agentkb.kb.search import DEFAULT_ALPHA, SearchOptions
+from agentkb.service.ingest import InsertInput
 from agentkb.service.knowledge_bases import KnowledgeBaseInput
+from agentkb.sql.kbquery import Filter
 
 router = APIRouter(prefix="/api/projects/{project_name}/knowledge_bases", tags=["knowledge bases"])
+_OPS = {"=", "!=", "<", "<=", ">", ">=", "in", "not in", "like", "not like", "is null", "is not null"}
+
+
+def to_filters(given: dict[str, Any] | list[FilterCondition] | None) -> tuple[Filter, ...]:
+    if given is None:
+        return ()
+    if isinstance(given, dict):
+        return tuple(
+            Filter(key, "in", tuple(value)) if isinstance(value, list) else Filter(key, "=", value)
+            for key, value in given.items()
+        )
+    filters = []
+    for condition in given:
+        op = condition.op.lower().strip()
+        op = "!=" if op == "<>" else op
+        if op not in _OPS:
+            raise BadRequest(f"Unknown filter operator {condition.op!r}; use one of {sorted(_OPS)}",
+                             title="Invalid filter")
+        value = tuple(condition.value) if isinstance(condition.value, list) else condition.value
+        filters.append(Filter(condition.key, op, value))  # type: ignore[arg-type]
+    return tuple(filters)
 
 
 @router.get("", response_model=list[KnowledgeBaseRecord])
@@ -30,10 +65,55 @@ async def create_knowledge_base(project_name: str, body: KnowledgeBaseRequest, s
 
 @router.get("/{kb_name}", response_model=KnowledgeBaseRecord)
 async def get_knowledge_base(project_name: str, kb_name: str, services: ServicesDep) -> Any:
-    return JSON(kb_record(await services.knowledge_bases.get(project_name, kb_name)))
+    kb = await services.knowledge_bases.get(project_name, kb_name)
+    documents, chunks = await services.search.counts(kb)
+    return JSON({**kb_record(kb), "document_count": documents, "chunk_count": chunks})
 
 
-@router.delete("/{kb_name}", status_code=204)
-async def delete_knowledge_base(project_name: str, kb_name: str, services: ServicesDep) -> Response:
-    await services.knowledge_bases.delete(project_name, kb_name)
-    return Response(status_code=204)
+@router.put("/{kb_name}")
+async def insert_into_knowledge_base(
+    project_name: str, kb_name: str, body: InsertRequest, services: ServicesDep
+) -> Any:
+    """Insert rows / query results (spec 4.5). 200 with MindsDB's JSON body `""` once all is stored;
+    the work counts are in the `X-Agentkb-Ingest` header."""
+    fields = body.knowledge_base
+    stats = await services.ingest.insert(
+        project_name, kb_name, InsertInput(**fields.model_dump(include=set(InsertInput.__slots__)))
+    )
+    summary = ", ".join(f"{name}={getattr(stats, name)}" for name in stats.__slots__)
+    return JSON("", headers={"X-Agentkb-Ingest": summary})
+
+
+@router.post("/{kb_name}/search", response_model=list[SearchHit])
+async def search_knowledge_base(project_name: str, kb_name: str, body: SearchRequest, services: ServicesDep) -> Any:
+    options = SearchOptions(
+        query=body.query,
+        filters=to_filters(body.filters),
+        limit=body.limit,
+        offset=body.offset,
+        relevance_threshold=body.relevance_threshold,
+        hybrid=body.hybrid_search,
+        alpha=body.hybrid_search_alpha if body.hybrid_search_alpha is not None else DEFAULT_ALPHA,
+    )
+    hits = await services.search.search(project_name, kb_name, options)
+    return JSON([h.as_dict() for h in hits])
+
+
+@router.delete("/{kb_name}", responses={204: {"description": "Knowledge base dropped"}, 200: {"description": "Documents deleted"}})
+async def delete_knowledge_base(project_name: str, kb_name: str, request: Request, services: ServicesDep) -> Any:
+    """No body: drop the knowledge base and its chunks (204). A body `{"ids": [...]}` and/or
+    `{"filters": ...}`: delete those documents / matching chunks only (200 with counts)."""
+    raw = await request.body()
+    if not raw.strip():
+        await services.knowledge_bases.delete(project_name, kb_name)
+        return Response(status_code=204)
+    try:
+        body = DeleteDocumentsRequest.model_validate_json(raw)
+    except ValidationError as exc:
+        raise BadRequest(f"Invalid delete body: {exc.errors()[0]['msg']}", title="Invalid request body") from exc
+    if body.ids is None and body.filters is None:
+        raise BadRequest("Give 'ids' and/or 'filters' to delete documents, or no body to drop the knowledge base")
+    documents, chunks = await services.search.delete_documents(
+        project_name, kb_name, body.ids, to_filters(body.filters)
+    )
+    return JSON({"deleted_documents": documents, "deleted_chunks": chunks})

@@ -117,6 +117,8 @@ class KnowledgeBaseRecord(BaseModel):
     content_columns: list[str] | None
     id_column: str | None
     params: dict[str, Any]
+    document_count: int | None = Field(None, description="GET of one knowledge base only.")
+    chunk_count: int | None = Field(None, description="GET of one knowledge base only.")
 
 
 def kb_record(row: KnowledgeBaseRow) -> dict[str, Any]:
@@ -149,3 +151,54 @@ class ProjectRequest(BaseModel):
 
 def project_record(project: Project) -> dict[str, Any]:
     return {"name": project.name}
+
+
+class InsertFields(_Lenient):
+    rows: list[dict[str, Any]] | None = Field(None, description="Rows to insert (column name → value).")
+    query: str | None = Field(None, description="A SELECT over one data source: `SELECT ... FROM ds.table`.")
+    files: list[Any] | None = None
+    urls: list[str] | None = None
+    limit: int | None = None
+    crawl_depth: int | None = None
+    filters: dict[str, Any] | list[str] | None = None
+    params: dict[str, Any] | None = None
+    preprocessing: dict[str, Any] | None = None
+
+
+class InsertRequest(BaseModel):
+    knowledge_base: InsertFields
+
+
+class FilterCondition(BaseModel):
+    key: str
+    op: str = "="
+    value: Any = None
+
+
+class SearchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    query: str | None = Field(None, description="Text to search for; omit to list chunks.")
+    limit: int | None = Field(None, ge=0, description="Rows to return (default 10, at most 100 with a query).")
+    offset: int = Field(0, ge=0)
+    filters: dict[str, Any] | list[FilterCondition] | None = Field(
+        None, description="{key: value} (a list value means IN) or [{key, op, value}]; keys are metadata keys, "
+        "`id` or `chunk_id`."
+    )
+    hybrid_search: bool = Field(True, description="Fuse vector and full-text rankings; false: vector only.")
+    hybrid_search_alpha: float | None = Field(None, ge=0, le=1, description="Weight of the vector ranking.")
+    relevance_threshold: float | None = Field(None, ge=0, le=1)
+
+
+class SearchHit(BaseModel):
+    id: Any
+    chunk_id: str
+    chunk_content: str
+    metadata: dict[str, Any]
+    distance: float | None
+    relevance: float | None
+
+
+class DeleteDocumentsRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    ids: list[Any] | None = Field(None, description="Document ids to delete.")
+    filters: dict[str, Any] | list[FilterCondition] | None = None

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import orjson
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -47,3 +52,77 @@ async def create_chunk_table(conn: AsyncConnection, table: str, dim: int) -> Non
 
 async def drop_chunk_table(conn: AsyncConnection, table: str) -> None:
     await conn.execute(text(f"DROP TABLE IF EXISTS {table}"))
+
+
+@dataclass(frozen=True, slots=True)
+class StoredChunk:
+    chunk_id: str
+    doc_id: str
+    content_hash: str
+    metadata: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkWrite:
+    chunk_id: str
+    doc_id: str
+    content: str
+    content_hash: str
+    metadata: dict[str, Any]
+    embedding: np.ndarray
+
+
+async def chunks_of_documents(conn: AsyncConnection, table: str, doc_ids: list[str]) -> list[StoredChunk]:
+    rows = await conn.execute(
+        text(f"SELECT chunk_id, doc_id, content_hash, metadata FROM {table} WHERE doc_id = ANY(:ids)"),
+        {"ids": doc_ids},
+    )
+    return [StoredChunk(r.chunk_id, r.doc_id, r.content_hash, r.metadata) for r in rows]
+
+
+async def embeddings_by_hash(conn: AsyncConnection, table: str, hashes: list[str]) -> dict[str, np.ndarray]:
+    """Stored vectors of chunks with these content hashes (any document): reused instead of re-embedding."""
+    if not hashes:
+        return {}
+    rows = await conn.execute(
+        text(f"SELECT DISTINCT ON (content_hash) content_hash, embedding FROM {table} "
+             "WHERE content_hash = ANY(:hashes)"),
+        {"hashes": hashes},
+    )
+    return {r.content_hash: r.embedding for r in rows}
+
+
+async def delete_chunks(conn: AsyncConnection, table: str, chunk_ids: list[str]) -> None:
+    if chunk_ids:
+        await conn.execute(text(f"DELETE FROM {table} WHERE chunk_id = ANY(:ids)"), {"ids": chunk_ids})
+
+
+async def upsert_chunks(conn: AsyncConnection, table: str, writes: list[ChunkWrite]) -> None:
+    if not writes:
+        return
+    await conn.execute(
+        text(
+            f"INSERT INTO {table} (chunk_id, doc_id, content, content_hash, metadata, embedding, updated_at) "
+            "VALUES (:chunk_id, :doc_id, :content, :content_hash, CAST(:metadata AS jsonb), :embedding, now()) "
+            "ON CONFLICT (chunk_id) DO UPDATE SET doc_id = EXCLUDED.doc_id, content = EXCLUDED.content, "
+            "content_hash = EXCLUDED.content_hash, metadata = EXCLUDED.metadata, "
+            "embedding = EXCLUDED.embedding, updated_at = now()"
+        ),
+        [
+            {
+                "chunk_id": w.chunk_id,
+                "doc_id": w.doc_id,
+                "content": w.content,
+                "content_hash": w.content_hash,
+                "metadata": orjson.dumps(w.metadata).decode(),
+                "embedding": w.embedding,
+            }
+            for w in writes
+        ],
+    )
+
+
+async def counts(conn: AsyncConnection, table: str) -> tuple[int, int]:
+    """(documents, chunks)."""
+    row = (await conn.execute(text(f"SELECT count(DISTINCT doc_id) AS docs, count(*) AS chunks FROM {table}"))).one()
+    return int(row.docs), int(row.chunks)

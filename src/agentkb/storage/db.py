@@ -7,11 +7,19 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import orjson
+from pgvector.psycopg import register_vector_async
+from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 
 def _dumps(value: Any) -> str:
     return orjson.dumps(value).decode()
+
+
+def _register_vector(dbapi_connection: Any, _record: Any) -> None:
+    """numpy arrays in and out of `vector` columns, in pgvector's binary format (needs the extension,
+    which the first migration creates before any pooled connection is opened)."""
+    dbapi_connection.run_async(register_vector_async)
 
 
 def to_async_url(url: str) -> str:
@@ -35,6 +43,7 @@ class Database:
             json_serializer=_dumps,
             json_deserializer=orjson.loads,
         )
+        event.listen(self.engine.sync_engine, "connect", _register_vector)
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncConnection]:

@@ -1,0 +1,1 @@
+"""agentkb's benchmark harness: `python -m bench <name>`."""

@@ -1,0 +1,76 @@
+"""Cold start of `agentkb serve` to the first 200 from /api/status (fresh data dir, then restart),
+and resident memory (server process tree, embedded PostgreSQL included) before any model loads."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+
+from bench.common import print_table, write_result
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _tree_rss_mb(proc: psutil.Process, pg_dir: Path) -> tuple[float, float]:
+    server = proc.memory_info().rss + sum(c.memory_info().rss for c in proc.children(recursive=True))
+    postgres = 0
+    for p in psutil.process_iter(attrs=("name", "cmdline")):
+        if p.info["name"] == "postgres" and str(pg_dir) in " ".join(p.info["cmdline"] or []):
+            postgres = sum(q.memory_info().rss for q in [p, *p.children(recursive=True)])
+    return server / 2**20, postgres / 2**20
+
+
+def one_start(data_dir: Path) -> dict[str, Any]:
+    port = _port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTKB_")}
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentkb", "serve", "--data-dir", str(data_dir), "--port", str(port)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/api/status", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.02)
+            if proc.poll() is not None or time.perf_counter() - started > 120:
+                raise RuntimeError("agentkb did not start")
+        ready = time.perf_counter() - started
+        httpx.get(f"http://127.0.0.1:{port}/api/projects/mindsdb/agents")
+        server_mb, pg_mb = _tree_rss_mb(psutil.Process(proc.pid), data_dir / "pg")
+        return {"ready_s": round(ready, 2), "server_rss_mb": round(server_mb), "postgres_rss_mb": round(pg_mb)}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench startup")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args(argv)
+    rows = []
+    for i in range(args.repeat):
+        with tempfile.TemporaryDirectory() as tmp:
+            fresh = one_start(Path(tmp))
+            restart = one_start(Path(tmp))
+        rows.append({"run": i + 1, "fresh_ready_s": fresh["ready_s"], "restart_ready_s": restart["ready_s"],
+                     "server_rss_mb": restart["server_rss_mb"], "postgres_rss_mb": restart["postgres_rss_mb"]})
+    print_table("startup: `agentkb serve` to first 200 from /api/status", rows)
+    write_result("startup", {"runs": rows})

@@ -1,0 +1,96 @@
+"""`/api/databases`: data sources, listed with projects and system databases in one namespace, as MindsDB does.
+
+MindsDB clients use the trailing-slash forms (`/api/databases/`); both are served, without redirects.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentkb.api.deps import ServicesDep
+from agentkb.api.responses import JSON
+from agentkb.service.data_sources import is_system
+from agentkb.sql.datasources import SUPPORTED_ENGINES, mask_parameters
+from agentkb.storage.data_sources import DataSourceRow
+from agentkb.storage.projects import Project
+
+router = APIRouter(prefix="/api/databases", tags=["databases"])
+
+INFORMATION_SCHEMA: dict[str, Any] = {
+    "name": "information_schema",
+    "type": "system",
+    "id": None,
+    "engine": None,
+}
+
+
+class DatabaseFields(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    name: str | None = None
+    engine: str | None = Field(None, description=", ".join(SUPPORTED_ENGINES))
+    parameters: dict[str, Any] | None = Field(
+        None, description="host, port, user, password, database, schema (postgres); db_file (sqlite)"
+    )
+
+
+class DatabaseRequest(BaseModel):
+    database: DatabaseFields
+
+
+class DatabaseRecord(BaseModel):
+    name: str
+    type: str = Field(description="system, project or data")
+    id: int | None
+    engine: str | None
+    parameters: dict[str, Any] | None = Field(None, description="Data sources only; credentials masked.")
+
+
+def data_record(row: DataSourceRow) -> dict[str, Any]:
+    return {
+        "name": row.name,
+        "type": "data",
+        "id": row.id,
+        "engine": row.engine,
+        "parameters": mask_parameters(row.parameters),
+    }
+
+
+def project_record(project: Project) -> dict[str, Any]:
+    return {"name": project.name, "type": "project", "id": project.id, "engine": None}
+
+
+@router.get("", response_model=list[DatabaseRecord])
+@router.get("/", include_in_schema=False)
+async def list_databases(services: ServicesDep) -> Any:
+    projects = [project_record(p) for p in await services.projects.list()]
+    sources = [data_record(row) for row in await services.data_sources.list()]
+    return JSON([INFORMATION_SCHEMA, *projects, *sources])
+
+
+@router.post("", status_code=201, response_model=DatabaseRecord)
+@router.post("/", status_code=201, include_in_schema=False)
+async def create_database(body: DatabaseRequest, services: ServicesDep) -> Any:
+    fields = body.database
+    row = await services.data_sources.create(fields.name, fields.engine, fields.parameters)
+    return JSON(data_record(row), status_code=201)
+
+
+@router.get("/{database_name}", response_model=DatabaseRecord)
+@router.get("/{database_name}/", include_in_schema=False)
+async def get_database(database_name: str, services: ServicesDep) -> Any:
+    if database_name.lower() == INFORMATION_SCHEMA["name"]:
+        return JSON(INFORMATION_SCHEMA)
+    project = None if is_system(database_name) else await services.data_sources.find_project(database_name)
+    if project is not None:
+        return JSON(project_record(project))
+    return JSON(data_record(await services.data_sources.get(database_name)))
+
+
+@router.delete("/{database_name}", status_code=204)
+@router.delete("/{database_name}/", status_code=204, include_in_schema=False)
+async def delete_database(database_name: str, services: ServicesDep) -> Response:
+    await services.data_sources.delete(database_name)
+    return Response(status_code=204)

@@ -1,0 +1,149 @@
+"""Documents → chunks → vectors → the KB's chunk table, in batches, inside the caller's transaction.
+
+Per batch: chunk the documents, lock them (advisory locks, so concurrent inserts of one document
+serialise), diff against what is stored, reuse stored vectors of identical text (by content hash), embed
+only new text, then replace each document's chunks. Embedding of batch N overlaps the write of batch N-1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import numpy as np
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from agentkb.kb.chunking import Chunk, ChunkingConfig, chunk_document
+from agentkb.kb.documents import Document
+from agentkb.kb.embedders.base import Embedder
+from agentkb.storage import chunks as store
+from agentkb.storage.chunks import ChunkWrite
+
+
+@dataclass(slots=True)
+class IngestStats:
+    documents: int = 0
+    chunks: int = 0
+    unchanged: int = 0
+    written: int = 0
+    embedded: int = 0
+    reused_vectors: int = 0
+    deleted: int = 0
+
+    def add(self, other: IngestStats) -> None:
+        for name in self.__slots__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+@dataclass(slots=True)
+class _Plan:
+    doc_ids: list[str]
+    keep: list[str]                       # every chunk id the documents now have
+    writes: list[Chunk]                   # chunks to insert or update
+    vectors: dict[str, np.ndarray]        # content hash -> stored vector (reused)
+    to_embed: list[Chunk] = field(default_factory=list)
+    stats: IngestStats = field(default_factory=IngestStats)
+
+
+def _same(stored: store.StoredChunk, chunk: Chunk) -> bool:
+    if stored.content_hash != chunk.content_hash:
+        return False
+    old = {k: v for k, v in stored.metadata.items() if k != "_updated_at"}
+    new = {k: v for k, v in chunk.metadata.items() if k != "_updated_at"}
+    return old == new
+
+
+class Ingestor:
+    """Writes documents into one KB inside one transaction (`conn`)."""
+
+    def __init__(self, conn: AsyncConnection, kb_id: int, table: str, embedder: Embedder,
+                 chunking: ChunkingConfig) -> None:
+        self.conn = conn
+        self.kb_id = kb_id
+        self.table = table
+        self.embedder = embedder
+        self.chunking = chunking
+        self.seen: set[str] = set()  # documents already written by this request: never skip them again
+        self.stats = IngestStats()
+
+    async def _plan(self, documents: list[Document]) -> _Plan:
+        updated_at = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+        by_doc: dict[str, dict[str, Document]] = {}
+        for doc in documents:  # the last occurrence of a (document, column) wins
+            by_doc.setdefault(doc.doc_id, {})[doc.content_column] = doc
+        doc_ids = sorted(by_doc)
+        await self.conn.execute(
+            text("SELECT pg_advisory_xact_lock(:kb, hashtext(d)) FROM unnest(CAST(:ids AS text[])) AS d ORDER BY d"),
+            {"kb": self.kb_id, "ids": doc_ids},
+        )
+        stored = {c.chunk_id: c for c in await store.chunks_of_documents(self.conn, self.table, doc_ids)}
+        stats = IngestStats(documents=len(doc_ids))
+        keep: list[str] = []
+        writes: list[Chunk] = []
+        for doc_id in doc_ids:
+            rewrite = doc_id in self.seen
+            for doc in by_doc[doc_id].values():
+                for chunk in chunk_document(doc, self.chunking, updated_at):
+                    keep.append(chunk.chunk_id)
+                    previous = stored.get(chunk.chunk_id)
+                    if previous is not None and not rewrite and _same(previous, chunk):
+                        stats.unchanged += 1
+                    else:
+                        writes.append(chunk)
+        stats.chunks = len(keep)
+        kept = set(keep)
+        stats.deleted = sum(1 for cid in stored if cid not in kept)
+        vectors = await store.embeddings_by_hash(self.conn, self.table, sorted({c.content_hash for c in writes}))
+        plan = _Plan(doc_ids, keep, writes, vectors, stats=stats)
+        pending: dict[str, Chunk] = {}
+        for chunk in writes:
+            if chunk.content_hash not in vectors:
+                pending.setdefault(chunk.content_hash, chunk)
+        plan.to_embed = list(pending.values())
+        stats.embedded = len(plan.to_embed)
+        stats.reused_vectors = len(writes) - sum(1 for c in writes if c.content_hash in pending)
+        self.seen.update(doc_ids)
+        return plan
+
+    async def _embed(self, plan: _Plan) -> dict[str, np.ndarray]:
+        if not plan.to_embed:
+            return {}
+        vectors = await self.embedder.embed_documents([c.content for c in plan.to_embed])
+        return {c.content_hash: vectors[i] for i, c in enumerate(plan.to_embed)}
+
+    async def _write(self, plan: _Plan, embedded: dict[str, np.ndarray]) -> None:
+        vectors = {**plan.vectors, **embedded}
+        await self.conn.execute(
+            text(f"DELETE FROM {self.table} WHERE doc_id = ANY(:docs) AND NOT (chunk_id = ANY(:keep))"),
+            {"docs": plan.doc_ids, "keep": plan.keep},
+        )
+        await store.upsert_chunks(
+            self.conn,
+            self.table,
+            [ChunkWrite(c.chunk_id, c.doc_id, c.content, c.content_hash, c.metadata, vectors[c.content_hash])
+             for c in plan.writes],
+        )
+        plan.stats.written = len(plan.writes)
+        self.stats.add(plan.stats)
+
+    async def run(self, batches: AsyncIterator[list[Document]]) -> IngestStats:
+        pending: tuple[_Plan, asyncio.Task[dict[str, np.ndarray]]] | None = None
+        try:
+            async for documents in batches:
+                if not documents:
+                    continue
+                plan = await self._plan(documents)
+                task = asyncio.create_task(self._embed(plan))
+                if pending is not None:
+                    await self._write(pending[0], await pending[1])
+                pending = (plan, task)
+            if pending is not None:
+                await self._write(pending[0], await pending[1])
+                pending = None
+        finally:
+            if pending is not None and not pending[1].done():
+                pending[1].cancel()
+        return self.stats

@@ -1,0 +1,97 @@
+"""The embedder interface: texts in, float32 L2-normalised vectors out, with call accounting."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Self
+
+import numpy as np
+import numpy.typing as npt
+
+from agentkb.errors import BadRequest
+
+Vectors = npt.NDArray[np.float32]
+
+
+@dataclass(slots=True)
+class EmbedderStats:
+    """How often an embedder's model was called, and for how many texts in all."""
+
+    calls: int = 0
+    texts: int = 0
+
+    def record(self, texts: int) -> None:
+        self.calls += 1
+        self.texts += texts
+
+
+def l2_normalize(vectors: npt.ArrayLike) -> Vectors:
+    """Rows scaled to unit length as float32 (all-zero rows stay zero)."""
+    array = np.asarray(vectors, dtype=np.float32)
+    if array.ndim != 2:
+        raise ValueError(f"expected a 2-D array of vectors, got shape {array.shape}")
+    norms = np.linalg.norm(array, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return np.ascontiguousarray(array / norms, dtype=np.float32)
+
+
+def positive_int(config: dict[str, Any], key: str, default: int) -> int:
+    """`config[key]` as a positive int (the default when absent); BadRequest otherwise."""
+    value = config.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise BadRequest(
+            f"'embedding_model.{key}' must be a positive integer", title="Invalid embedding model"
+        )
+    return value
+
+
+class Embedder(ABC):
+    """An embedding model. Subclasses implement `_embed`; `embed_documents` validates and counts."""
+
+    name: str
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.stats = EmbedderStats()
+
+    @classmethod
+    @abstractmethod
+    def from_config(cls, config: dict[str, Any], **shared: Any) -> Self:
+        """An instance from a normalised `embedding_model` configuration (see `config.normalize`)."""
+
+    @abstractmethod
+    async def _embed(self, texts: list[str]) -> Vectors:
+        """Embed a non-empty list of texts; rows in input order, L2-normalised float32."""
+
+    @abstractmethod
+    async def dimension(self) -> int:
+        """The length of the vectors this model returns."""
+
+    async def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        """Vectors for `texts`, shape (len(texts), dim), float32, unit-length rows, input order kept."""
+        batch = list(texts)
+        for text in batch:
+            if not isinstance(text, str):
+                raise TypeError(f"embedder input must be str, got {type(text).__name__}")
+        if not batch:
+            return np.zeros((0, await self.dimension()), dtype=np.float32)
+        self.stats.record(len(batch))
+        vectors = await self._embed(batch)
+        if vectors.shape[0] != len(batch):
+            raise RuntimeError(f"{self.name}: {vectors.shape[0]} vectors for {len(batch)} texts")
+        return vectors
+
+    async def embed_query(self, text: str) -> npt.NDArray[np.float32]:
+        """The vector for one query text, shape (dim,)."""
+        vectors = await self.embed_documents([text])
+        return np.asarray(vectors[0], dtype=np.float32)
+
+    async def aclose(self) -> None:
+        """Release resources (HTTP clients, ...); the default holds none."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"

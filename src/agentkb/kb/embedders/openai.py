@@ -1,0 +1,206 @@
+"""Embeddings from any OpenAI-compatible `/v1/embeddings` API (OpenAI, Ollama, vLLM, TEI)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+from typing import Any, Self
+
+import httpx
+import numpy as np
+
+from agentkb.errors import BadRequest, UpstreamError
+from agentkb.kb.embedders.base import Embedder, Vectors, l2_normalize, positive_int
+
+log = logging.getLogger("agentkb.embedders")
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_BATCH_SIZE = 256
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_CONCURRENCY = 4
+MAX_ATTEMPTS = 5
+BACKOFF = 0.5
+MAX_DELAY = 10.0
+PROBE_TEXT = "dimension probe"
+_RETRYABLE_ERRORS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
+
+
+def provider_message(response: httpx.Response) -> str:
+    """The provider's error message: OpenAI's `{"error": {"message"}}`, `{"error": "..."}`,
+    FastAPI's `{"detail"}`, `{"message"}`, else the start of the body."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])
+        for value in (error, body.get("detail"), body.get("message")):
+            if isinstance(value, str) and value:
+                return value
+    text = " ".join(response.text.split())
+    return text[:500] or response.reason_phrase
+
+
+def retry_after(response: httpx.Response) -> float | None:
+    """The Retry-After header in seconds, when it is a number."""
+    try:
+        value = float(response.headers.get("retry-after", ""))
+    except ValueError:
+        return None
+    return max(value, 0.0) if math.isfinite(value) else None
+
+
+class OpenAIEmbedder(Embedder):
+    """An OpenAI-compatible embeddings endpoint, called in batches with retries."""
+
+    def __init__(
+        self,
+        model_name: str,
+        *,
+        api_key: str | None = None,
+        base_url: str = DEFAULT_BASE_URL,
+        dimensions: int | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        timeout: float = DEFAULT_TIMEOUT,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        max_attempts: int = MAX_ATTEMPTS,
+        backoff: float = BACKOFF,
+        max_delay: float = MAX_DELAY,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        super().__init__(model_name)
+        if batch_size <= 0 or concurrency <= 0 or max_attempts <= 0:
+            raise ValueError("batch_size, concurrency and max_attempts must be positive")
+        self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        self.base_url = base_url.rstrip("/")
+        self.url = f"{self.base_url}/embeddings"
+        self.dimensions = dimensions
+        self.batch_size = batch_size
+        self.timeout = timeout
+        self.max_attempts = max_attempts
+        self.backoff = backoff
+        self.max_delay = max_delay
+        self._owns_client = client is None
+        self._client = client if client is not None else httpx.AsyncClient()
+        self._semaphore = asyncio.Semaphore(concurrency)
+        self._probe_lock = asyncio.Lock()
+        self._dim: int | None = dimensions
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any], **shared: Any) -> Self:
+        base_url = config.get("base_url") or DEFAULT_BASE_URL
+        api_key = config.get("api_key")
+        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+            raise BadRequest(
+                "'embedding_model.base_url' must be an http(s) URL", title="Invalid embedding model"
+            )
+        if api_key is not None and not isinstance(api_key, str):
+            raise BadRequest("'embedding_model.api_key' must be a string", title="Invalid embedding model")
+        timeout = config.get("timeout", DEFAULT_TIMEOUT)
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= 3600:
+            raise BadRequest(
+                "'embedding_model.timeout' must be seconds in (0, 3600]", title="Invalid embedding model"
+            )
+        dimensions = config.get("dimensions")
+        return cls(
+            str(config["model_name"]),
+            api_key=api_key,
+            base_url=base_url,
+            dimensions=positive_int(config, "dimensions", 1) if dimensions is not None else None,
+            batch_size=positive_int(config, "batch_size", DEFAULT_BATCH_SIZE),
+            timeout=float(timeout),
+            concurrency=positive_int(config, "concurrency", DEFAULT_CONCURRENCY),
+            client=shared.get("http_client"),
+        )
+
+    async def dimension(self) -> int:
+        if self._dim is None:
+            async with self._probe_lock:
+                if self._dim is None:
+                    await self.embed_documents([PROBE_TEXT])  # sets self._dim
+        assert self._dim is not None
+        return self._dim
+
+    async def _embed(self, texts: list[str]) -> Vectors:
+        batches = [texts[i : i + self.batch_size] for i in range(0, len(texts), self.batch_size)]
+        parts = await asyncio.gather(*(self._embed_batch(batch) for batch in batches))
+        return l2_normalize(np.concatenate(parts, axis=0))
+
+    async def _embed_batch(self, batch: list[str]) -> Vectors:
+        async with self._semaphore:
+            body = await self._post(batch)
+        vectors = self._parse(body, len(batch))
+        if self._dim is None:
+            self._dim = int(vectors.shape[1])
+        elif vectors.shape[1] != self._dim:
+            raise UpstreamError(
+                f"Embedding model {self.name!r} at {self.base_url} returned vectors of size "
+                f"{vectors.shape[1]}, expected {self._dim}"
+            )
+        return vectors
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        return headers
+
+    async def _post(self, batch: list[str]) -> Any:
+        payload: dict[str, Any] = {"model": self.name, "input": batch}
+        if self.dimensions is not None:
+            payload["dimensions"] = self.dimensions
+        failure = ""
+        for attempt in range(1, self.max_attempts + 1):
+            delay = min(self.backoff * 2 ** (attempt - 1), self.max_delay)
+            try:
+                response = await self._client.post(
+                    self.url, json=payload, headers=self._headers(), timeout=self.timeout
+                )
+            except _RETRYABLE_ERRORS as exc:
+                failure = f"{type(exc).__name__}: {exc}".rstrip(": ")
+            except httpx.HTTPError as exc:
+                raise self._error(f"{type(exc).__name__}: {exc}") from exc
+            else:
+                if response.is_success:
+                    try:
+                        return response.json()
+                    except ValueError as exc:
+                        raise self._error(f"HTTP {response.status_code}: response is not JSON") from exc
+                failure = f"HTTP {response.status_code}: {provider_message(response)}"
+                if response.status_code != 429 and response.status_code < 500:
+                    raise self._error(failure)
+                hinted = retry_after(response)
+                if hinted is not None:
+                    delay = min(hinted, self.max_delay)
+            if attempt < self.max_attempts:
+                log.warning("embedding request to %s failed (%s); retry in %.2fs", self.url, failure, delay)
+                await asyncio.sleep(delay)
+        raise self._error(f"{failure} (after {self.max_attempts} attempts)")
+
+    def _error(self, failure: str) -> UpstreamError:
+        return UpstreamError(
+            f"Embedding model {self.name!r} at {self.base_url} failed: {failure}",
+            title="Embedding provider error",
+        )
+
+    def _parse(self, body: Any, expected: int) -> Vectors:
+        data = body.get("data") if isinstance(body, dict) else None
+        if not isinstance(data, list) or len(data) != expected:
+            got = len(data) if isinstance(data, list) else "no"
+            raise self._error(f"expected {expected} embeddings in 'data', got {got}")
+        try:
+            items = sorted(data, key=lambda item: int(item.get("index", 0)))
+            vectors = np.asarray([item["embedding"] for item in items], dtype=np.float32)
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise self._error(f"malformed embeddings response ({type(exc).__name__}: {exc})") from exc
+        if vectors.ndim != 2 or vectors.shape[1] == 0 or not np.isfinite(vectors).all():
+            raise self._error(f"malformed embeddings response (shape {vectors.shape})")
+        return vectors
+
+    async def aclose(self) -> None:
+        if self._owns_client:
+            await self._client.aclose()

@@ -1,0 +1,99 @@
+"""Hybrid search: vector top-k and full-text top-k fused by weighted reciprocal rank fusion (RRF)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from agentkb.kb.filters import compile_filters
+from agentkb.sql.kbquery import Filter
+from agentkb.storage import chunk_search
+from agentkb.storage.chunk_search import Row
+
+DEFAULT_LIMIT = 10       # MindsDB's default and maximum for content searches
+MAX_CONTENT_LIMIT = 100
+MAX_LISTING_LIMIT = 10_000
+DEFAULT_FUSION_K = 60
+DEFAULT_ALPHA = 0.5
+COLUMNS = ("id", "chunk_id", "chunk_content", "metadata", "distance", "relevance")
+
+
+@dataclass(frozen=True, slots=True)
+class SearchOptions:
+    query: str | None = None
+    filters: tuple[Filter, ...] = ()
+    limit: int | None = None
+    offset: int = 0
+    relevance_threshold: float | None = None
+    hybrid: bool = True
+    alpha: float = DEFAULT_ALPHA    # weight of the vector ranking; 1 - alpha for full text
+    fusion_k: int = DEFAULT_FUSION_K
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    id: Any
+    chunk_id: str
+    chunk_content: str
+    metadata: dict[str, Any]
+    distance: float | None
+    relevance: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {c: getattr(self, c) for c in COLUMNS}
+
+
+def relevance(distance: float) -> float:
+    """MindsDB's relevance without a reranker: 1 / (1 + cosine distance), in (1/3, 1]."""
+    return 1.0 / (1.0 + max(distance, 0.0))
+
+
+def fuse(rankings: Sequence[tuple[float, Sequence[Row]]], k: int) -> list[tuple[Row, float]]:
+    """Weighted RRF: each list adds weight / (k + rank) to its rows (rank from 1); best first."""
+    scores: dict[str, float] = {}
+    rows: dict[str, Row] = {}
+    for weight, ranking in rankings:
+        if weight <= 0:
+            continue
+        for rank, row in enumerate(ranking, start=1):
+            scores[row.chunk_id] = scores.get(row.chunk_id, 0.0) + weight / (k + rank)
+            rows.setdefault(row.chunk_id, row)
+    order = sorted(scores, key=lambda cid: (-scores[cid], rows[cid].distance or 0.0, cid))
+    return [(rows[cid], scores[cid]) for cid in order]
+
+
+def _hit(row: Row) -> Hit:
+    doc_id = row.metadata.get("_original_doc_id", row.doc_id)
+    if row.distance is None:
+        return Hit(doc_id, row.chunk_id, row.content, row.metadata, None, None)
+    return Hit(doc_id, row.chunk_id, row.content, row.metadata, row.distance, relevance(row.distance))
+
+
+async def search(
+    conn: AsyncConnection, table: str, dim: int, options: SearchOptions, query_vector: np.ndarray | None
+) -> list[Hit]:
+    """Content search (needs `query_vector`) or, with no `query`, a filtered listing of chunks."""
+    where, params = compile_filters(options.filters)
+    if options.query is None or query_vector is None:
+        limit = min(options.limit if options.limit is not None else MAX_LISTING_LIMIT, MAX_LISTING_LIMIT)
+        rows = await chunk_search.listing(conn, table, limit, options.offset, where, params)
+        return [_hit(r) for r in rows]
+    limit = min(options.limit if options.limit is not None else DEFAULT_LIMIT, MAX_CONTENT_LIMIT)
+    wanted = limit + options.offset
+    candidates = max(wanted * 4, 40)
+    alpha = 1.0 if not options.hybrid else options.alpha
+    vector_rows = await chunk_search.vector_top_k(conn, table, dim, query_vector, candidates, where, params)
+    text_rows: list[Row] = []
+    if alpha < 1.0:
+        text_rows = await chunk_search.text_top_k(
+            conn, table, dim, options.query, query_vector, candidates, where, params
+        )
+    fused = fuse([(alpha, vector_rows), (1.0 - alpha, text_rows)], options.fusion_k)
+    hits = [_hit(row) for row, _ in fused]
+    if options.relevance_threshold is not None:
+        hits = [h for h in hits if h.relevance is not None and h.relevance >= options.relevance_threshold]
+    return hits[options.offset:wanted]

@@ -1,0 +1,166 @@
+"""Data sources: external databases (MindsDB "integrations") that agents and knowledge bases read with SQL.
+
+Names share MindsDB's one namespace with projects and system databases, and are matched case-insensitively.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, cast
+
+from sqlalchemy import Engine
+
+from agentkb.errors import BadRequest, Conflict, NotFound
+from agentkb.service.validation import check_dict, check_name, is_identifier
+from agentkb.sql import datasources, pushdown
+from agentkb.storage import data_sources as repo
+from agentkb.storage import projects as project_rows
+from agentkb.storage.data_sources import DataSourceRow
+from agentkb.storage.db import Database
+from agentkb.storage.projects import Project
+
+Batch = tuple[list[str], list[dict[str, Any]]]
+_DONE = object()
+MAX_BUFFERED_BATCHES = 2
+
+
+def database_not_found(name: str) -> NotFound:
+    return NotFound(f"Database with name {name} does not exist.", title="Database not found")
+
+
+def name_conflict(name: str) -> Conflict:
+    return Conflict(f"Database with name {name} already exists.", title="Name conflict")
+
+
+def is_system(name: str) -> bool:
+    return name.lower() in pushdown.RESERVED_NAMES
+
+
+class DataSourceService:
+    def __init__(self, db: Database, *, max_streams: int = 8) -> None:
+        self.db = db
+        self._engines = datasources.EngineCache()
+        # Streams block their thread on backpressure: give them their own pool, not the loop's default one.
+        self._workers = ThreadPoolExecutor(max_workers=max_streams, thread_name_prefix="agentkb-pushdown")
+
+    async def list(self) -> list[DataSourceRow]:
+        async with self.db.connect() as conn:
+            return await repo.list_all(conn)
+
+    async def get(self, name: str) -> DataSourceRow:
+        row = None
+        if is_identifier(name):
+            async with self.db.connect() as conn:
+                row = await repo.get(conn, name.lower())
+        if row is None:
+            raise database_not_found(name)
+        return row
+
+    async def find_project(self, name: str) -> Project | None:
+        """The project of that name, if the name is one (projects share the databases namespace)."""
+        if not is_identifier(name):
+            return None
+        async with self.db.connect() as conn:
+            return await project_rows.get(conn, name.lower())
+
+    async def create(self, name: object, engine: object, parameters: object) -> DataSourceRow:
+        """Validate, test the connection, then store. 409 "Name conflict" if any database has the name."""
+        checked = check_name(name, "name").lower()
+        if engine is None:
+            raise BadRequest("'engine' is required", title="Missing field")
+        kind = datasources.check_engine(engine)
+        params = {} if parameters is None else check_dict(parameters, "parameters")
+        datasources.connection_spec(kind, params)  # 400 on malformed parameters, before any network I/O
+        if is_system(checked):
+            raise name_conflict(checked)
+        async with self.db.connect() as conn:
+            if await repo.get(conn, checked) or await project_rows.get(conn, checked):
+                raise name_conflict(checked)
+        await asyncio.to_thread(datasources.test_connection, kind, params)
+        async with self.db.transaction() as conn:
+            row = None
+            if await project_rows.get(conn, checked) is None:
+                row = await repo.insert_new(conn, checked, kind, params)
+        if row is None:
+            raise name_conflict(checked)
+        return row
+
+    async def delete(self, name: str) -> None:
+        if is_system(name):
+            raise BadRequest(f"Cannot delete database {name}: it is a system database", title="Error")
+        if not is_identifier(name):
+            raise database_not_found(name)
+        key = name.lower()
+        async with self.db.transaction() as conn:
+            if await project_rows.get(conn, key) is not None:
+                raise BadRequest(
+                    f"Cannot delete database {name}: it is a project; use DELETE /api/projects/{name}",
+                    title="Error",
+                )
+            deleted = await repo.delete(conn, key)
+        if not deleted:
+            raise database_not_found(name)
+        self._engines.discard(key)
+
+    async def engine_for(self, name: str) -> tuple[Engine, str]:
+        """The data source's pooled engine and its pushdown dialect (`postgres`, `mysql` or `sqlite`)."""
+        row = await self.get(name)
+        return self._engines.get(row.name, row.engine, row.parameters), datasources.dialect_of(row.engine)
+
+    async def stream_query(self, sql: str, batch_size: int = 1000) -> AsyncIterator[Batch]:
+        """Parse and validate `sql`, then yield `(columns, rows)` batches read in a worker thread.
+
+        At most `MAX_BUFFERED_BATCHES` batches wait in memory: the worker blocks until the consumer catches up.
+        400 for a refused query, 404 "Database not found" for an unknown data source.
+        """
+        query = await asyncio.to_thread(pushdown.parse_select, sql)  # sqlglot is CPU-bound on big queries
+        engine, dialect = await self.engine_for(query.datasource)
+        rendered = await asyncio.to_thread(query.render, dialect)
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[object] = asyncio.Queue(maxsize=MAX_BUFFERED_BATCHES)
+        stop = threading.Event()
+
+        def put(item: object) -> bool:
+            """Block until the queue takes `item`; False once the consumer has gone."""
+            try:
+                future = asyncio.run_coroutine_threadsafe(queue.put(item), loop)
+            except RuntimeError:  # the loop is closed
+                return False
+            while True:
+                try:
+                    future.result(timeout=0.2)
+                    return not stop.is_set()
+                except TimeoutError:
+                    if stop.is_set():
+                        future.cancel()
+                        return False
+
+        def produce() -> None:
+            rows = pushdown.stream_rows(engine, rendered, batch_size)
+            try:
+                for batch in rows:
+                    if not put(batch):
+                        return
+                put(_DONE)
+            except Exception as exc:  # noqa: BLE001 - handed to the consumer, which re-raises it
+                put(exc)
+            finally:
+                rows.close()
+
+        worker = loop.run_in_executor(self._workers, produce)
+        try:
+            while (item := await queue.get()) is not _DONE:
+                if isinstance(item, BaseException):
+                    raise item
+                yield cast(Batch, item)
+            await worker
+        finally:
+            stop.set()
+
+    def close(self) -> None:
+        """Dispose every pooled engine and stop accepting streams (for the app's shutdown)."""
+        self._workers.shutdown(wait=False, cancel_futures=True)
+        self._engines.dispose_all()

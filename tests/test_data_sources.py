@@ -1,0 +1,339 @@
+"""Data sources (`/api/databases`) against a real MariaDB and PostgreSQL 15, and read-only SELECT pushdown."""
+
+from __future__ import annotations
+
+import socket
+import sqlite3
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pymysql
+import pytest
+
+from agentkb.errors import BadRequest, NotFound
+from agentkb.service.data_sources import DataSourceService
+from agentkb.sql import datasources
+from agentkb.sql.pushdown import parse_select, stream_rows
+from agentkb.storage.db import Database
+
+MARIA: dict[str, Any] = {
+    "host": "127.0.0.1",
+    "port": 3306,
+    "user": "root",
+    "password": "",
+    "database": "test",
+}
+PG15: dict[str, Any] = {"host": "127.0.0.1", "port": 5432, "user": "postgres", "database": "test"}
+ROWS = 2500
+
+
+def _reachable(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        return True
+    except OSError:
+        return False
+
+
+def _seed_rows() -> list[tuple[int, str, str | None]]:
+    return [(i, f"row {i}", "50% off" if i % 2 else None) for i in range(1, ROWS + 1)]
+
+
+@pytest.fixture(scope="module")
+def maria_table() -> Iterator[str]:
+    if not _reachable(3306):
+        pytest.skip("no MariaDB on 127.0.0.1:3306")
+    name = f"agentkb_src_{uuid.uuid4().hex[:8]}"
+    conn = pymysql.connect(**MARIA, autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE TABLE {name} (id INT PRIMARY KEY, name VARCHAR(64), note TEXT)")
+            cur.executemany(f"INSERT INTO {name} VALUES (%s, %s, %s)", _seed_rows())
+        yield name
+        with conn.cursor() as cur:
+            cur.execute(f"DROP TABLE IF EXISTS {name}")
+    finally:
+        conn.close()
+
+
+@pytest.fixture(scope="module")
+def pg15_table() -> Iterator[str]:
+    if not _reachable(5432):
+        pytest.skip("no PostgreSQL on 127.0.0.1:5432")
+    name = f"agentkb_src_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(
+        host="127.0.0.1", port=5432, user="postgres", dbname="test", autocommit=True
+    ) as conn:
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {name}")
+        conn.execute(f"CREATE TABLE {name}.items (id INT PRIMARY KEY, name TEXT, note TEXT)")
+        conn.execute(f"CREATE SEQUENCE {name}.seq")
+        with conn.cursor() as cur:
+            cur.executemany(f"INSERT INTO {name}.items VALUES (%s, %s, %s)", _seed_rows())
+        yield name  # the schema; the table is <schema>.items, the sequence <schema>.seq
+        conn.execute(f"DROP SCHEMA {name} CASCADE")
+
+
+def _create(client: httpx.Client, name: str, engine: str, parameters: dict[str, Any]) -> httpx.Response:
+    return client.post(
+        "/api/databases", json={"database": {"name": name, "engine": engine, "parameters": parameters}}
+    )
+
+
+# --- HTTP resource ------------------------------------------------------------------------------------
+
+
+def test_mariadb_source_lifecycle(client: httpx.Client, unique: str, maria_table: str) -> None:
+    name = f"maria_{unique}"
+    created = _create(client, name, "mariadb", MARIA)
+    assert created.status_code == 201, created.text
+    body = created.json()
+    assert body["name"] == name and body["type"] == "data" and body["engine"] == "mariadb"
+    assert isinstance(body["id"], int)
+    assert body["parameters"]["password"] == "******" and body["parameters"]["host"] == "127.0.0.1"
+
+    listed = client.get("/api/databases").json()
+    assert listed[0] == {"name": "information_schema", "type": "system", "id": None, "engine": None}
+    assert {"name": "mindsdb", "type": "project"}.items() <= next(
+        d for d in listed if d["name"] == "mindsdb"
+    ).items()
+    assert next(d for d in listed if d["name"] == name) == body
+    assert client.get("/api/databases/").json() == listed  # MindsDB clients' trailing-slash form
+
+    assert client.get(f"/api/databases/{name}").json() == body
+    assert client.get(f"/api/databases/{name.upper()}").json() == body  # case-insensitive, as MindsDB
+
+    duplicate = _create(client, name, "mysql", MARIA)
+    assert duplicate.status_code == 409 and duplicate.json()["title"] == "Name conflict"
+
+    assert client.delete(f"/api/databases/{name}").status_code == 204
+    missing = client.get(f"/api/databases/{name}")
+    assert missing.status_code == 404
+    assert missing.headers["content-type"].startswith("application/problem+json")
+    assert missing.json()["title"] == "Database not found"
+    assert client.delete(f"/api/databases/{name}/").status_code == 404
+
+
+def test_postgres_source_masks_every_secret(client: httpx.Client, unique: str, pg15_table: str) -> None:
+    name = f"pg_{unique}"
+    params = {**PG15, "password": "s3cret-pw", "schema": pg15_table, "extra": {"api_token": "t0k"}}
+    created = client.post(
+        "/api/databases/", json={"database": {"name": name, "engine": "postgres", "parameters": params}}
+    )
+    assert created.status_code == 201, created.text
+    assert "s3cret-pw" not in created.text and "t0k" not in created.text
+    assert created.json()["parameters"] == {**params, "password": "******", "extra": {"api_token": "******"}}
+    fetched = client.get(f"/api/databases/{name}/")
+    assert fetched.json()["parameters"]["password"] == "******"
+    assert "s3cret-pw" not in client.get("/api/databases").text
+    assert client.delete(f"/api/databases/{name}").status_code == 204
+
+
+def test_refusals(client: httpx.Client, unique: str, maria_table: str, pg15_table: str) -> None:
+    bad_engine = _create(client, f"x_{unique}", "oracle", MARIA)
+    assert bad_engine.status_code == 400
+    assert all(e in bad_engine.json()["detail"] for e in ("postgres", "mysql", "mariadb", "sqlite"))
+
+    wrong = _create(client, f"x_{unique}", "mysql", {**MARIA, "password": "Wr0ng-pa55"})
+    assert wrong.status_code == 400 and wrong.json()["title"] == "Connection error"
+    assert "Access denied" in wrong.json()["detail"] and "Wr0ng-pa55" not in wrong.text
+
+    no_db = _create(client, f"x_{unique}", "postgresql", {**PG15, "database": f"nope_{unique}"})
+    assert no_db.status_code == 400 and no_db.json()["title"] == "Connection error"
+    assert client.get(f"/api/databases/x_{unique}").status_code == 404  # nothing was stored
+
+    assert _create(client, f"x_{unique}", "mysql", {"user": "root"}).status_code == 400  # no host
+    assert _create(client, "not a name", "mysql", MARIA).status_code == 400
+    assert client.post("/api/databases", json={"name": "x"}).status_code == 400
+
+    for taken in ("mindsdb", "MindsDB", "information_schema"):  # one namespace with projects and system dbs
+        conflict = _create(client, taken, "mariadb", MARIA)
+        assert conflict.status_code == 409 and conflict.json()["title"] == "Name conflict"
+
+    assert client.delete("/api/databases/mindsdb").status_code == 400
+    assert client.delete("/api/databases/information_schema").status_code == 400
+    assert client.get("/api/databases/mindsdb").json()["type"] == "project"
+    assert client.get(f"/api/databases/unknown_{unique}").status_code == 404
+    assert client.delete(f"/api/databases/unknown_{unique}").status_code == 404
+
+
+# --- pushdown: parsing --------------------------------------------------------------------------------
+
+HOSTILE = [
+    "DROP TABLE ds.t",
+    "UPDATE ds.t SET a = 1",
+    "DELETE FROM ds.t",
+    "INSERT INTO ds.t VALUES (1)",
+    "select 1 from ds.t; delete from x",
+    "select 1; delete from x",
+    "select pg_sleep(5) from ds.t",
+    "select pg_catalog.pg_sleep(5), id from ds.t",
+    "COPY ds.t TO STDOUT",
+    "select * into t2 from ds.t",
+    "select id into @v from ds.t",
+    "select * from t",
+    "select * from ds.t join other.u on true",
+    "select * from ds.t union select * from other.t",
+    "select * from ds.t for update",
+    "select * from ds.t lock in share mode",
+    "select * from information_schema.tables",
+    "with d as (delete from ds.t returning *) select * from d",
+    "select * from ds.t where id in (select id from t2)",
+    "SET search_path = evil",
+    "CALL ds.proc()",
+    "explain analyze select * from ds.t",
+    "select sleep(10) from ds.t",
+    "select benchmark(100000000, md5('a')) from ds.t",
+    "select load_file('/etc/passwd') from ds.t",
+    "select lo_import('/etc/passwd') from ds.t",
+    "select * from dblink('host=x', 'select 1') as r(a int)",
+    "select query_to_xml('select pg_sleep(9)', true, true, '') from ds.t",
+    "select 1",
+    "select * from a.b.c.d",
+    "TRUNCATE ds.t",
+    "CREATE TABLE ds.x AS SELECT 1",
+    "select @v from ds.t",
+    "select * from ds.t where id = ?",
+    "select @$q$ from ds.t where a = ' $q$, pg_sleep(9) --'",
+    "select $q$(1) from ds.t",
+    "",
+]
+
+
+@pytest.mark.parametrize("sql", HOSTILE)
+def test_hostile_queries_are_refused(sql: str) -> None:
+    with pytest.raises(BadRequest):
+        parse_select(sql)
+
+
+@pytest.mark.parametrize(
+    ("sql", "postgres", "mysql"),
+    [
+        ("select id, name from ds.t where name like 'a%' limit 5",
+         "SELECT id, name FROM t WHERE name LIKE 'a%' LIMIT 5", "SELECT id, name FROM t WHERE name LIKE 'a%' LIMIT 5"),
+        ("SELECT ds.s.t.id, `ds`.`s`.`t`.* FROM ds.s.t", "SELECT s.t.id, \"s\".\"t\".* FROM s.t",
+         "SELECT s.t.id, `s`.`t`.* FROM s.t"),
+        ("with x as (select * from ds.t) select a from x union all select a from ds.u",
+         "WITH x AS (SELECT * FROM t) SELECT a FROM x UNION ALL SELECT a FROM u",
+         "WITH x AS (SELECT * FROM t) SELECT a FROM x UNION ALL SELECT a FROM u"),
+        ("select x::int from ds.t where y = 'it''s'", "SELECT CAST(x AS INT) FROM t WHERE y = 'it''s'",
+         "SELECT CAST(x AS SIGNED) FROM t WHERE y = 'it''s'"),
+        ("select /*! 1; drop table t */ id from ds.t", "SELECT id FROM t", "SELECT id FROM t"),
+    ],
+)  # fmt: skip
+def test_valid_queries_render_per_dialect(sql: str, postgres: str, mysql: str) -> None:
+    query = parse_select(sql)
+    assert query.datasource == "ds"
+    assert query.render("postgres") == postgres
+    assert query.render("mysql") == mysql
+
+
+def test_rendering_is_lexically_safe() -> None:
+    # MySQL reads `$q$` as an identifier; PostgreSQL would read it as a dollar quote, hiding `pg_sleep` inside
+    # a "string" from the checks. Odd identifiers are therefore always quoted.
+    query = parse_select("select $q$ from ds.t where a = ' $q$, pg_sleep(9) --'")
+    assert query.render("postgres") == """SELECT "$q$" FROM t WHERE a = ' $q$, pg_sleep(9) --'"""
+    # A clause the target cannot express is an error, never silently dropped.
+    with pytest.raises(BadRequest):
+        parse_select("select now() at time zone 'utc' from ds.t").render("mysql")
+
+
+# --- pushdown: streaming ------------------------------------------------------------------------------
+
+
+def _engine_cases(maria_table: str, pg15_table: str) -> list[tuple[str, dict[str, Any], str]]:
+    return [("mariadb", MARIA, f"ds.{maria_table}"), ("postgres", {**PG15, "schema": pg15_table}, "ds.items")]
+
+
+def test_stream_rows_in_batches(maria_table: str, pg15_table: str) -> None:
+    for engine_name, params, table in _engine_cases(maria_table, pg15_table):
+        engine = datasources.create(engine_name, params)
+        try:
+            query = parse_select(f"SELECT id, name, note FROM {table} ORDER BY id")
+            batches = list(stream_rows(engine, query.render(datasources.dialect_of(engine_name)), 1000))
+            assert [len(rows) for _, rows in batches] == [1000, 1000, 500], engine_name
+            assert batches[0][0] == ["id", "name", "note"]
+            assert [r["id"] for _, rows in batches for r in rows] == list(range(1, ROWS + 1))
+            assert batches[2][1][-1] == {"id": ROWS, "name": f"row {ROWS}", "note": None}
+
+            like = parse_select(f"SELECT count(*) AS n FROM {table} WHERE note LIKE '50%'")  # '%' is literal
+            assert list(stream_rows(engine, like.render(datasources.dialect_of(engine_name)))) == [
+                (["n"], [{"n": ROWS // 2}])
+            ]
+            tricky = parse_select(f"SELECT 'x\\\\y''z' AS s FROM {table} WHERE id = 1")  # MySQL text: x\\y''z
+            rendered = tricky.render(datasources.dialect_of(engine_name))
+            assert list(stream_rows(engine, rendered)) == [(["s"], [{"s": "x\\y'z"}])], rendered
+            empty = list(stream_rows(engine, f"SELECT id FROM {table.split('.')[1]} WHERE id < 0"))
+            assert empty == [(["id"], [])]
+            abandoned = stream_rows(engine, f"SELECT id FROM {table.split('.')[1]}", 100)
+            assert len(next(abandoned)[1]) == 100
+            abandoned.close()  # drops the connection rather than draining the cursor
+        finally:
+            engine.dispose()
+
+
+def test_stream_rows_is_read_only_and_timed(maria_table: str, pg15_table: str) -> None:
+    """Even SQL that bypassed `parse_select` cannot write, and cannot run past the timeout."""
+    slow = "SELECT count(*) FROM {t} a, {t} b, {t} c"
+    cases = [
+        ("mariadb", MARIA, maria_table, f"DELETE FROM {maria_table} WHERE id = 1"),
+        ("postgres", PG15, f"{pg15_table}.items", f"SELECT nextval('{pg15_table}.seq')"),
+    ]
+    for engine_name, params, table, write in cases:
+        engine = datasources.create(engine_name, params)
+        try:
+            with pytest.raises(BadRequest) as refused:
+                list(stream_rows(engine, write))
+            assert "read only" in refused.value.detail.lower().replace("-", " "), refused.value.detail
+            assert refused.value.title == "Query error"
+            with pytest.raises(BadRequest):
+                list(stream_rows(engine, slow.format(t=table), timeout_s=0.5))
+            assert list(stream_rows(engine, f"SELECT count(*) AS n FROM {table}")) == [(["n"], [{"n": ROWS}])]
+        finally:
+            engine.dispose()
+
+
+async def test_service_stream_query(
+    served: Any, pg_url: str, unique: str, pg15_table: str, tmp_path: Path
+) -> None:
+    lite = tmp_path / "lite.db"
+    with sqlite3.connect(lite) as conn:
+        conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+        conn.executemany("INSERT INTO notes VALUES (?, ?)", [(i, f"note {i}") for i in range(1, 6)])
+    db = Database(pg_url, pool_size=2)
+    service = DataSourceService(db)
+    try:
+        await service.create(f"pgs_{unique}", "postgresql", {**PG15, "schema": pg15_table})
+        await service.create(f"lite_{unique}", "sqlite", {"db_file": str(lite)})
+
+        batches = [
+            b async for b in service.stream_query(f"SELECT id FROM pgs_{unique}.items ORDER BY id", 1000)
+        ]
+        assert [len(rows) for _, rows in batches] == [1000, 1000, 500]
+
+        async for columns, rows in service.stream_query(f"SELECT * FROM pgs_{unique}.items", 100):
+            assert columns == ["id", "name", "note"] and len(rows) == 100
+            break  # the worker notices and stops; nothing hangs
+
+        lite_rows = [
+            r async for _, rows in service.stream_query(f"select body from lite_{unique}.notes") for r in rows
+        ]
+        assert lite_rows == [{"body": f"note {i}"} for i in range(1, 6)]
+        with pytest.raises(BadRequest):  # sqlite sources are opened read-only
+            [b async for b in service.stream_query(f"select * from lite_{unique}.notes for update")]
+
+        with pytest.raises(NotFound):
+            [b async for b in service.stream_query(f"SELECT * FROM missing_{unique}.items")]
+        with pytest.raises(BadRequest):
+            [b async for b in service.stream_query(f"DELETE FROM pgs_{unique}.items")]
+        with pytest.raises(BadRequest) as missing_table:
+            [b async for b in service.stream_query(f"SELECT * FROM pgs_{unique}.no_such_table")]
+        assert missing_table.value.title == "Query error"
+    finally:
+        for name in (f"pgs_{unique}", f"lite_{unique}"):
+            await service.delete(name)
+        service.close()
+        await db.close()
