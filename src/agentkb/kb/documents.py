@@ -103,7 +103,10 @@ def row_documents(
             raise BadRequest(f"Row {index} must be a non-empty JSON object", title="Invalid rows")
         key = tuple(row)
         if key not in resolved:
-            resolved[key] = resolve_columns([str(c) for c in row], spec)
+            try:
+                resolved[key] = resolve_columns([str(c) for c in row], spec)
+            except BadRequest as exc:
+                raise BadRequest(f"Row {index}: {exc.detail}", title=exc.title) from exc
         id_col, content_cols, metadata_cols = resolved[key]
         metadata: dict[str, Any] = {}
         for column in metadata_cols:

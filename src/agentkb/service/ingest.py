@@ -68,8 +68,9 @@ class IngestService:
         if given.files is not None or given.urls is not None:
             raise BadRequest("Inserting 'files' and 'urls' is not supported by this server version",
                              title="Unsupported insert")
+        if not rows and query is None and given.params is None and given.preprocessing is None:
+            raise BadRequest("Nothing to insert: give 'rows', 'query', 'files' or 'urls'", title="Missing parameter")
         started = time.perf_counter()
-        total = IngestStats()
         async with self.db.transaction() as conn:
             project = await projects.resolve(conn, project_name)
             kb = await repo.get(conn, project.id, kb_name, for_update=True) if is_identifier(kb_name) else None
@@ -80,9 +81,10 @@ class IngestService:
             ingestor = Ingestor(conn, kb.id, kb.storage_table, embedder, chunking_config(kb.params))
             spec = column_spec(kb)
             if rows:
-                total.add(await ingestor.run(_row_batches(rows, spec)))
+                await ingestor.run(_row_batches(rows, spec))
             if query is not None:
-                total.add(await ingestor.run(self._query_batches(query, spec)))
+                await ingestor.run(self._query_batches(query, spec))
+            total = ingestor.stats
             await repo.update(conn, kb.id, {})
         log.info("insert into %s.%s: %s in %.2fs", project_name, kb_name, total, time.perf_counter() - started)
         return total
@@ -93,6 +95,8 @@ class IngestService:
             return []
         if not isinstance(value, list):
             raise BadRequest("'rows' must be a list of JSON objects", title="Invalid rows")
+        if not value:
+            raise BadRequest("'rows' is empty: give at least one row", title="Invalid rows")
         for index, row in enumerate(value):
             if not isinstance(row, dict) or not row:
                 raise BadRequest(f"Row {index} must be a non-empty JSON object", title="Invalid rows")
