@@ -174,7 +174,7 @@ def test_bad_inserts_change_nothing(client: httpx.Client, animals: str) -> None:
         assert needle in problem["detail"], (body, problem)
     assert counts(client, animals) == (5, 5)
     assert_problem(client.put(f"{P}/knowledge_bases/missing_kb", json={"knowledge_base": {"rows": ANIMALS}}), 404)
-    assert_problem(client.put("/api/projects/nope/knowledge_bases/x", json={"knowledge_base": {}}), 404)
+    assert_problem(client.put("/api/projects/nope/knowledge_bases/x", json={"knowledge_base": {"rows": ANIMALS}}), 404)
 
 
 @pytest.fixture()
