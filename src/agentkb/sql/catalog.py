@@ -1,0 +1,135 @@
+"""`information_schema` tables and `SHOW ...` answers, with a small evaluator for their WHERE/LIKE."""
+
+from __future__ import annotations
+
+import fnmatch
+from typing import Any
+
+from mindsdb_sql_parser import ast
+
+from agentkb.errors import BadRequest
+from agentkb.service.validation import mask_secrets
+from agentkb.sql.datasources import mask_parameters
+
+Rows = list[dict[str, Any]]
+
+DATABASE_COLUMNS = ["NAME", "TYPE", "ENGINE", "CONNECTION_DATA"]
+KB_COLUMNS = ["NAME", "PROJECT", "EMBEDDING_MODEL", "RERANKING_MODEL", "STORAGE", "METADATA_COLUMNS",
+              "CONTENT_COLUMNS", "ID_COLUMN", "PARAMS"]
+AGENT_COLUMNS = ["NAME", "PROJECT", "MODEL_NAME", "PROVIDER", "DATA", "PROMPT_TEMPLATE", "PARAMS"]
+
+
+def like(value: Any, pattern: str) -> bool:
+    """SQL LIKE, case-insensitive (as MySQL's default collation)."""
+    translated = pattern.replace("*", "[*]").replace("?", "[?]").replace("%", "*").replace("_", "?")
+    return fnmatch.fnmatchcase(str(value).lower(), translated.lower())
+
+
+def _value(node: ast.ASTNode, row: dict[str, Any]) -> Any:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Identifier):
+        column = node.parts[-1]
+        for key, value in row.items():
+            if key.lower() == str(column).lower():
+                return value
+        raise BadRequest(f"Column not found: {column}")
+    if isinstance(node, ast.Tuple):
+        return [_value(item, row) for item in node.items]
+    if isinstance(node, (ast.BinaryOperation, ast.UnaryOperation)):
+        return matches(node, row)
+    raise BadRequest(f"Unsupported expression in WHERE: {node.to_string()}")
+
+
+def _eq(a: Any, b: Any) -> bool:
+    if isinstance(a, str) and isinstance(b, str):
+        return a.lower() == b.lower()
+    return bool(a == b)
+
+
+def matches(where: ast.ASTNode | None, row: dict[str, Any]) -> bool:
+    """Evaluate a WHERE tree against one row (string equality is case-insensitive, as in MindsDB)."""
+    if where is None:
+        return True
+    if isinstance(where, ast.UnaryOperation) and where.op.lower() == "not":
+        return not matches(where.args[0], row)
+    if not isinstance(where, ast.BinaryOperation):
+        return bool(_value(where, row))
+    op = where.op.lower()
+    if op == "and":
+        return matches(where.args[0], row) and matches(where.args[1], row)
+    if op == "or":
+        return matches(where.args[0], row) or matches(where.args[1], row)
+    left, right = _value(where.args[0], row), _value(where.args[1], row)
+    if op == "=":
+        return _eq(left, right)
+    if op in ("!=", "<>"):
+        return not _eq(left, right)
+    if op == "like":
+        return like(left, str(right))
+    if op == "not like":
+        return not like(left, str(right))
+    if op == "in":
+        return any(_eq(left, r) for r in right)
+    if op == "not in":
+        return not any(_eq(left, r) for r in right)
+    if op == "is":
+        return left is right
+    if op == "is not":
+        return left is not right
+    raise BadRequest(f"Unsupported operator in WHERE: {where.op}")
+
+
+def database_rows(projects: list[str], sources: list[Any]) -> Rows:
+    rows: Rows = [{"NAME": "information_schema", "TYPE": "system", "ENGINE": None, "CONNECTION_DATA": None}]
+    rows += [{"NAME": p, "TYPE": "project", "ENGINE": None, "CONNECTION_DATA": None} for p in projects]
+    rows += [{"NAME": s.name, "TYPE": "data", "ENGINE": s.engine, "CONNECTION_DATA": mask_parameters(s.parameters)}
+             for s in sources]
+    return rows
+
+
+def kb_row(kb: Any) -> dict[str, Any]:
+    return {
+        "NAME": kb.name, "PROJECT": kb.project_name, "EMBEDDING_MODEL": mask_secrets(kb.embedding_model),
+        "RERANKING_MODEL": mask_secrets(kb.reranking_model),
+        "STORAGE": f"{kb.params.get('default_vector_storage', 'agentkb_pgvector')}.{kb.storage_table}",
+        "METADATA_COLUMNS": kb.metadata_columns, "CONTENT_COLUMNS": kb.content_columns, "ID_COLUMN": kb.id_column,
+        "PARAMS": kb.params,
+    }
+
+
+def agent_row(agent: Any, project: str) -> dict[str, Any]:
+    return {
+        "NAME": agent.name, "PROJECT": project, "MODEL_NAME": agent.model.get("model_name"),
+        "PROVIDER": agent.model.get("provider"), "DATA": agent.data, "PROMPT_TEMPLATE": agent.prompt_template,
+        "PARAMS": agent.params,
+    }
+
+
+def select_rows(select: ast.Select, columns: list[str], rows: Rows) -> tuple[list[str], list[list[Any]]]:
+    """Project, filter, order and limit in-memory rows for a SELECT over a catalog table."""
+    kept = [row for row in rows if matches(select.where, row)]
+    for order in reversed(select.order_by or []):
+        name = str(order.field.parts[-1]) if isinstance(order.field, ast.Identifier) else ""
+        key = next((c for c in columns if c.lower() == name.lower()), None)
+        if key is None:
+            raise BadRequest(f"Column not found: {name}")
+        kept.sort(key=lambda r: (r[key] is None, str(r[key])), reverse=order.direction.upper() == "DESC")
+    if select.limit is not None:
+        kept = kept[: int(select.limit.value)]
+    names: list[str] = []
+    getters: list[str] = []
+    for target in select.targets:
+        if isinstance(target, ast.Star):
+            names += columns
+            getters += columns
+        elif isinstance(target, ast.Identifier):
+            column = str(target.parts[-1])
+            key = next((c for c in columns if c.lower() == column.lower()), None)
+            if key is None:
+                raise BadRequest(f"Column not found: {column}")
+            names.append(target.alias.parts[-1] if target.alias else column)
+            getters.append(key)
+        else:
+            raise BadRequest(f"Unsupported select target: {target.to_string()}")
+    return names, [[row[g] for g in getters] for row in kept]

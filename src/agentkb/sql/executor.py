@@ -1,0 +1,316 @@
+"""MindsDB's SQL over agentkb: parse with mindsdb-sql-parser, dispatch each statement to the services.
+
+Supported: SELECT over `information_schema.{databases,knowledge_bases,agents}`, over a knowledge base
+(the KB executor), over an agent (`WHERE question = ...`), and pushed down to one data source; SHOW
+DATABASES / KNOWLEDGE_BASES / AGENTS; CREATE/DROP KNOWLEDGE_BASE, AGENT, DATABASE, PROJECT; INSERT INTO
+<kb> SELECT ... / VALUES ...; DELETE FROM <kb> WHERE ...; USE <project>. Anything else is an error naming
+the statement.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import decimal
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from mindsdb_sql_parser import ast, parse_sql
+
+from agentkb.errors import AgentKBError, BadRequest, NotFound
+from agentkb.kb.search import COLUMNS as KB_RESULT_COLUMNS
+from agentkb.service.agents import AgentInput
+from agentkb.service.ingest import InsertInput
+from agentkb.service.knowledge_bases import KnowledgeBaseInput
+from agentkb.sql import catalog, pushdown
+from agentkb.sql.kbquery import parse_kb_select_ast, strip_wrappers
+
+if TYPE_CHECKING:
+    from agentkb.api.deps import Services
+
+MAX_PUSHDOWN_ROWS = 10_000
+AgentAnswer = Callable[[str, str, str], Awaitable[str]]  # (project, agent, question) -> answer
+
+
+@dataclass
+class Result:
+    kind: str                                   # "table" or "ok"
+    column_names: list[str] = field(default_factory=list)
+    data: list[list[Any]] = field(default_factory=list)
+    affected_rows: int | None = None
+    db: str = "mindsdb"
+
+
+def jsonable(value: Any) -> Any:
+    if isinstance(value, decimal.Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dt.datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S")
+    if isinstance(value, (dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    return value
+
+
+def _name(identifier: ast.Identifier, db: str) -> tuple[str, str]:
+    parts = [str(p) for p in identifier.parts]
+    if len(parts) == 1:
+        return db, parts[0]
+    if len(parts) == 2:
+        return parts[0], parts[1]
+    raise BadRequest(f"Expected <project>.<name>, got {identifier.to_string()}")
+
+
+class SQLExecutor:
+    def __init__(self, services: Services, agent_answer: AgentAnswer | None = None) -> None:
+        self.s = services
+        self.agent_answer = agent_answer
+
+    async def execute(self, sql: str, db: str, params: Mapping[str, Any] | None = None) -> Result:
+        try:
+            statement = parse_sql(strip_wrappers(sql))
+        except Exception as exc:  # the parser raises many kinds of errors
+            raise BadRequest(f"Invalid SQL: {exc}") from exc
+        handler = getattr(self, f"_{type(statement).__name__.lower()}", None)
+        if handler is None:
+            raise BadRequest(f"Unsupported statement: {type(statement).__name__} ({sql.strip()[:80]})")
+        result: Result = await handler(statement, db, params)
+        if result.db == "mindsdb" and db != "mindsdb" and not isinstance(statement, ast.Use):
+            result.db = db
+        return result
+
+    # --- SELECT -----------------------------------------------------------------------------------
+    async def _select(self, select: ast.Select, db: str, params: Mapping[str, Any] | None) -> Result:
+        if select.from_table is None:
+            raise BadRequest("SELECT without FROM is not supported")
+        if not isinstance(select.from_table, ast.Identifier):
+            raise BadRequest("Only SELECTs over one table are supported (no joins or subqueries in FROM)")
+        parts = [str(p) for p in select.from_table.parts]
+        if parts[0].lower() == "information_schema" and len(parts) == 2:
+            return await self._information_schema(select, parts[1].lower(), db)
+        namespace, name = _name(select.from_table, db) if len(parts) <= 2 else (parts[0], parts[1])
+        if await self._is_project(namespace):
+            project = namespace.lower()
+            if await self._kb_exists(project, name):
+                query = parse_kb_select_ast(select, db, params=params)
+                kb, hits = await self.s.search.query(query, db)
+                columns = list(query.columns) if query.columns else list(KB_RESULT_COLUMNS)
+                rows = [[h.as_dict().get(c, h.metadata.get(c)) for c in columns] for h in hits]
+                return Result("table", columns, rows, db=db)
+            return await self._agent_select(select, project, name)
+        return await self._pushdown(select, namespace)
+
+    async def _is_project(self, name: str) -> bool:
+        try:
+            await self.s.projects.get(name)
+            return True
+        except NotFound:
+            return False
+
+    async def _kb_exists(self, project: str, name: str) -> bool:
+        try:
+            await self.s.knowledge_bases.get(project, name)
+            return True
+        except NotFound:
+            return False
+
+    async def _agent_select(self, select: ast.Select, project: str, name: str) -> Result:
+        await self.s.agents.get(project, name)  # 404 "Agent not found" when it is neither KB nor agent
+        where = select.where
+        question = None
+        if (isinstance(where, ast.BinaryOperation) and where.op == "="
+                and isinstance(where.args[0], ast.Identifier) and str(where.args[0].parts[-1]).lower() == "question"
+                and isinstance(where.args[1], ast.Constant)):
+            question = str(where.args[1].value)
+        if question is None:
+            raise BadRequest(f"Query agent {name} with: SELECT answer FROM {project}.{name} WHERE question = '...'")
+        if self.agent_answer is None:
+            raise BadRequest("Agent queries are not available on this server")
+        answer = await self.agent_answer(project, name, question)
+        return Result("table", ["answer", "question"], [[answer, question]])
+
+    async def _pushdown(self, select: ast.Select, source: str) -> Result:
+        query = pushdown.parse_select(select.to_string())
+        engine, dialect = await self.s.data_sources.engine_for(query.datasource)
+        rendered = query.render(dialect)
+
+        def run() -> tuple[list[str], list[list[Any]]]:
+            columns: list[str] = []
+            rows: list[list[Any]] = []
+            stream = pushdown.stream_rows(engine, rendered, 1000)
+            try:
+                for columns, batch in stream:
+                    rows.extend([jsonable(row[c]) for c in columns] for row in batch)
+                    if len(rows) >= MAX_PUSHDOWN_ROWS:
+                        break
+            finally:
+                stream.close()
+            return columns, rows[:MAX_PUSHDOWN_ROWS]
+
+        columns, rows = await asyncio.to_thread(run)
+        return Result("table", columns, rows)
+
+    async def _information_schema(self, select: ast.Select, table: str, db: str) -> Result:
+        if table == "databases":
+            rows, columns = await self._database_rows(), catalog.DATABASE_COLUMNS
+        elif table == "knowledge_bases":
+            rows, columns = await self._kb_rows(None), catalog.KB_COLUMNS
+        elif table == "agents":
+            rows, columns = await self._agent_rows(None), catalog.AGENT_COLUMNS
+        else:
+            raise BadRequest(f"Unknown table information_schema.{table}; available: databases, knowledge_bases, agents")
+        names, data = catalog.select_rows(select, columns, rows)
+        return Result("table", names, data, db=db)
+
+    async def _database_rows(self) -> catalog.Rows:
+        projects = [p.name for p in await self.s.projects.list()]
+        return catalog.database_rows(projects, await self.s.data_sources.list())
+
+    async def _kb_rows(self, project: str | None) -> catalog.Rows:
+        projects = [project] if project else [p.name for p in await self.s.projects.list()]
+        rows: catalog.Rows = []
+        for name in projects:
+            rows += [catalog.kb_row(kb) for kb in await self.s.knowledge_bases.list(name)]
+        return rows
+
+    async def _agent_rows(self, project: str | None) -> catalog.Rows:
+        projects = [project] if project else [p.name for p in await self.s.projects.list()]
+        rows: catalog.Rows = []
+        for name in projects:
+            rows += [catalog.agent_row(agent, name) for agent in await self.s.agents.list(name)]
+        return rows
+
+    async def _show(self, show: ast.Show, db: str, params: Any) -> Result:
+        category = show.category.upper().replace(" ", "_")
+        if category in ("DATABASES", "SCHEMAS"):
+            rows = [{"Database": r["NAME"]} for r in await self._database_rows()]
+            columns = ["Database"]
+        elif category == "KNOWLEDGE_BASES":
+            rows, columns = await self._kb_rows(db), catalog.KB_COLUMNS
+        elif category == "AGENTS":
+            rows, columns = await self._agent_rows(db), catalog.AGENT_COLUMNS
+        elif category == "PROJECTS":
+            rows, columns = [{"NAME": p.name} for p in await self.s.projects.list()], ["NAME"]
+        else:
+            raise BadRequest(f"Unsupported statement: SHOW {show.category}")
+        if show.like is not None:
+            rows = [r for r in rows if catalog.like(next(iter(r.values())), show.like)]
+        rows = [r for r in rows if catalog.matches(show.where, r)]
+        return Result("table", columns, [[r[c] for c in columns] for r in rows], db=db)
+
+    async def _use(self, use: ast.Use, db: str, params: Any) -> Result:
+        name = str(use.value.parts[-1])
+        await self.s.projects.get(name)
+        return Result("ok", db=name.lower())
+
+    # --- DDL ----------------------------------------------------------------------------------------
+    async def _createknowledgebase(self, create: ast.CreateKnowledgeBase, db: str, params: Any) -> Result:
+        project, name = _name(create.name, db)
+        options = dict(create.params or {})
+        storage = None
+        if create.storage is not None:
+            storage = {"database": str(create.storage.parts[0]), "table": str(create.storage.parts[-1])}
+        fields = {k: options.pop(k) for k in ("embedding_model", "reranking_model", "metadata_columns",
+                                             "content_columns", "id_column", "preprocessing") if k in options}
+        given = KnowledgeBaseInput(name=name, params=options or None, storage=storage, **fields)
+        if create.if_not_exists and await self._kb_exists(project, name):
+            return Result("ok", affected_rows=0)
+        await self.s.knowledge_bases.create(project, given)
+        return Result("ok", affected_rows=1)
+
+    async def _dropknowledgebase(self, drop: ast.DropKnowledgeBase, db: str, params: Any) -> Result:
+        project, name = _name(drop.name, db)
+        if drop.if_exists and not await self._kb_exists(project, name):
+            return Result("ok", affected_rows=0)
+        await self.s.knowledge_bases.delete(project, name)
+        return Result("ok", affected_rows=1)
+
+    async def _createagent(self, create: ast.CreateAgent, db: str, params: Any) -> Result:
+        project, name = _name(create.name, db)
+        options = dict(create.params or {})
+        model = create.model
+        given = AgentInput(
+            name=name,
+            model=model if isinstance(model, dict) else None,
+            model_name=model if isinstance(model, str) else options.pop("model_name", None),
+            provider=options.pop("provider", None),
+            data=options.pop("data", None),
+            prompt_template=options.pop("prompt_template", None),
+            params=options or None,
+        )
+        try:
+            await self.s.agents.create(project, given)
+        except AgentKBError as exc:
+            if not (create.if_not_exists and exc.status == 409):
+                raise
+        return Result("ok", affected_rows=1)
+
+    async def _dropagent(self, drop: ast.DropAgent, db: str, params: Any) -> Result:
+        project, name = _name(drop.name, db)
+        try:
+            await self.s.agents.delete(project, name)
+        except NotFound:
+            if not getattr(drop, "if_exists", False):
+                raise
+        return Result("ok", affected_rows=1)
+
+    async def _createdatabase(self, create: ast.CreateDatabase, db: str, params: Any) -> Result:
+        name = str(create.name.parts[-1])
+        exists = await self._is_project(name) or name in {s.name for s in await self.s.data_sources.list()}
+        if create.if_not_exists and exists:
+            return Result("ok", affected_rows=0)
+        if create.engine is None or create.engine.lower() == "mindsdb":
+            await self.s.projects.create(name)
+        else:
+            await self.s.data_sources.create(name, create.engine, create.parameters or {})
+        return Result("ok", affected_rows=1)
+
+    async def _dropdatabase(self, drop: ast.DropDatabase, db: str, params: Any) -> Result:
+        name = str(drop.name.parts[-1])
+        if await self._is_project(name):
+            await self.s.projects.delete(name)
+            return Result("ok", affected_rows=1)
+        try:
+            await self.s.data_sources.delete(name)
+        except NotFound:
+            if not drop.if_exists:
+                raise
+        return Result("ok", affected_rows=1)
+
+    # --- DML on knowledge bases ---------------------------------------------------------------------
+    async def _insert(self, insert: ast.Insert, db: str, params: Any) -> Result:
+        project, name = _name(insert.table, db)
+        if not await self._kb_exists(project, name):
+            raise BadRequest(f"INSERT is supported into knowledge bases only; {project}.{name} is not one")
+        if insert.from_select is not None:
+            given = InsertInput(query=insert.from_select.to_string())
+        else:
+            columns = [c.name if hasattr(c, "name") else str(c.parts[-1]) for c in insert.columns or []]
+            if not columns:
+                raise BadRequest("INSERT ... VALUES needs a column list: INSERT INTO kb (id, content) VALUES ...")
+            rows = []
+            for values in insert.values or []:
+                row = [v.value if isinstance(v, ast.Constant) else None for v in values]
+                rows.append(dict(zip(columns, row)))
+            given = InsertInput(rows=rows)
+        stats = await self.s.ingest.insert(project, name, given)
+        return Result("ok", affected_rows=stats.documents)
+
+    async def _delete(self, delete: ast.Delete, db: str, params: Any) -> Result:
+        project, name = _name(delete.table, db)
+        if not await self._kb_exists(project, name):
+            raise BadRequest(f"DELETE is supported on knowledge bases only; {project}.{name} is not one")
+        if delete.where is None:
+            raise BadRequest("DELETE needs a WHERE clause (DROP KNOWLEDGE_BASE removes everything)")
+        query = parse_kb_select_ast(
+            ast.Select(targets=[ast.Star()], from_table=delete.table, where=delete.where), db, params=params
+        )
+        if query.content is not None:
+            raise BadRequest("DELETE by content is not supported; filter on id or metadata")
+        _, chunks = await self.s.search.delete_documents(project, name, None, query.filters)
+        return Result("ok", affected_rows=chunks)
