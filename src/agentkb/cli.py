@@ -55,6 +55,26 @@ def migrate(
 
 
 @app.command()
+def worker(
+    data_dir: Annotated[Optional[Path], typer.Option(help="Data directory (default ~/.agentkb).")] = None,
+) -> None:
+    """Run an ingestion worker: take queued async inserts from the database and run them. Start any
+    number, on any machine that reaches the same AGENTKB_DATABASE_URL (or the same data directory)."""
+    import asyncio
+
+    from agentkb.logs import configure
+    from agentkb.settings import Settings
+    from agentkb.runtime import run_worker
+
+    settings = Settings(**({"data_dir": data_dir} if data_dir else {}))
+    configure(settings.log_level, settings.log_format)
+    try:
+        asyncio.run(run_worker(settings))
+    except KeyboardInterrupt:
+        pass
+
+
+@app.command()
 def version() -> None:
     """Print the version."""
     typer.echo(__version__)

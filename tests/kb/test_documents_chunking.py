@@ -36,7 +36,7 @@ def test_metadata_columns_make_the_rest_content() -> None:
 @pytest.mark.parametrize(
     "rows, message",
     [
-        ([{"content": None, "a": 1}], "Row 0 has no text"),
+        ([{"id": 1, "content": "ok"}, {"id": 2}], "Row 1"),
         ([{"content": "ok"}, "not a row"], "Row 1 must be"),
         ([{}], "Row 0 must be"),
     ],
@@ -44,6 +44,12 @@ def test_metadata_columns_make_the_rest_content() -> None:
 def test_bad_rows(rows: list[object], message: str) -> None:
     with pytest.raises(BadRequest, match=message):
         list(row_documents(rows, ColumnSpec()))  # type: ignore[arg-type]
+
+
+def test_empty_content_cells_make_no_document() -> None:
+    docs = list(row_documents([{"id": 1, "content": None}, {"id": 2, "content": "  "}, {"id": 3, "content": "x"}],
+                              ColumnSpec()))
+    assert [d.doc_id for d in docs] == ["3"]
 
 
 def test_missing_declared_content_columns() -> None:

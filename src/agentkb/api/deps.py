@@ -7,9 +7,11 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from agentkb.service.agents import AgentService
 from agentkb.kb.embedders.registry import EmbedderRegistry
+from agentkb.service.agents import AgentService
+from agentkb.service.completions import CompletionService
 from agentkb.service.data_sources import DataSourceService
+from agentkb.service.files import FileService
 from agentkb.service.ingest import IngestService
 from agentkb.service.knowledge_bases import KnowledgeBaseService
 from agentkb.service.projects import ProjectService
@@ -27,6 +29,8 @@ class Services:
     ingest: IngestService
     search: SearchService
     embedders: EmbedderRegistry
+    files: FileService
+    completions: CompletionService
 
 
 def _services(request: Request) -> Services:

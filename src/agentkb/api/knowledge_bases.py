@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Header, Query, Request, Response
 from pydantic import ValidationError
 
 from agentkb.api.deps import ServicesDep
@@ -21,6 +21,7 @@ from agentkb.api.schemas import (
 )
 from agentkb.errors import BadRequest
 from agentkb.kb.search import DEFAULT_ALPHA, SearchOptions
+from agentkb.ingest.pipeline import IngestStats
 from agentkb.service.ingest import InsertInput
 from agentkb.service.knowledge_bases import KnowledgeBaseInput
 from agentkb.sql.kbquery import Filter
@@ -70,18 +71,23 @@ async def get_knowledge_base(project_name: str, kb_name: str, services: Services
     return JSON({**kb_record(kb), "document_count": documents, "chunk_count": chunks})
 
 
-@router.put("/{kb_name}")
+@router.put("/{kb_name}", responses={202: {"description": "Queued (async): {\"job_id\"}"}})
 async def insert_into_knowledge_base(
-    project_name: str, kb_name: str, body: InsertRequest, services: ServicesDep
+    project_name: str, kb_name: str, body: InsertRequest, services: ServicesDep,
+    async_: bool = Query(False, alias="async", description="Queue the insert as a job and answer 202 at once."),
+    prefer: str | None = Header(None, description="`respond-async` does the same as `?async=true`."),
 ) -> Any:
-    """Insert rows / query results (spec 4.5). 200 with MindsDB's JSON body `""` once all is stored;
-    the work counts are in the `X-Agentkb-Ingest` header."""
+    """Insert rows / query results / files / pages (spec 4.5). By default the request waits: 200 with
+    MindsDB's JSON body `""` once everything is stored (headers `X-Agentkb-Job` and `X-Agentkb-Ingest`
+    name the job and count the work)."""
     fields = body.knowledge_base
-    stats = await services.ingest.insert(
-        project_name, kb_name, InsertInput(**fields.model_dump(include=set(InsertInput.__slots__)))
-    )
-    summary = ", ".join(f"{name}={getattr(stats, name)}" for name in stats.__slots__)
-    return JSON("", headers={"X-Agentkb-Ingest": summary})
+    given = InsertInput(**fields.model_dump(include=set(InsertInput.__slots__)))
+    wait = not (async_ or (prefer is not None and "respond-async" in prefer.lower()))
+    job = await services.ingest.submit(project_name, kb_name, given, wait=wait)
+    if not wait:
+        return JSON({"job_id": job.id, "state": job.state}, status_code=202, headers={"X-Agentkb-Job": job.id})
+    summary = ", ".join(f"{name}={int(job.counts.get(name, 0))}" for name in IngestStats.__slots__)
+    return JSON("", headers={"X-Agentkb-Ingest": summary, "X-Agentkb-Job": job.id})
 
 
 @router.post("/{kb_name}/search", response_model=list[SearchHit])

@@ -11,6 +11,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from agentkb.api.responses import Problem
 
 log = logging.getLogger("agentkb.access")
+FORM_OVERHEAD = 64 * 1024
 
 
 class _TooLarge(Exception):
@@ -20,9 +21,10 @@ class _TooLarge(Exception):
 class RequestContext:
     """Gives each request an id (`X-Request-Id`), logs it, and refuses bodies over `max_body_bytes` (413)."""
 
-    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_body_bytes: int, max_upload_bytes: int | None = None) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.max_upload_bytes = max_upload_bytes if max_upload_bytes is not None else max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -42,10 +44,12 @@ class RequestContext:
                 message["headers"] = [*message.get("headers", []), (b"x-request-id", request_id.encode())]
             await send(message)
 
+        # an upload's multipart body is the file plus its form fields and boundaries
+        limit = self.max_upload_bytes + FORM_OVERHEAD if scope["path"].startswith("/api/files") else self.max_body_bytes
         try:
             declared = _content_length(scope)
-            if declared is not None and declared > self.max_body_bytes:
-                await self._too_large(scope, receive, send_with_id)
+            if declared is not None and declared > limit:
+                await self._too_large(scope, receive, send_with_id, limit)
                 return
             received = 0
 
@@ -54,7 +58,7 @@ class RequestContext:
                 message = await receive()
                 if message["type"] == "http.request":
                     received += len(message.get("body", b""))
-                    if received > self.max_body_bytes:
+                    if received > limit:
                         raise _TooLarge
                 return message
 
@@ -63,7 +67,7 @@ class RequestContext:
             except _TooLarge:
                 if response_started:
                     raise
-                await self._too_large(scope, receive, send_with_id)
+                await self._too_large(scope, receive, send_with_id, limit)
         finally:
             log.info(
                 "%s %s %s %.1fms",
@@ -80,10 +84,8 @@ class RequestContext:
                 },
             )
 
-    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = Problem(
-            413, "Payload too large", f"The request body is larger than the limit of {self.max_body_bytes} bytes"
-        )
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
+        response = Problem(413, "Payload too large", f"The request body is larger than the limit of {limit} bytes")
         await response(scope, receive, send)
 
 

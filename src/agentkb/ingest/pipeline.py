@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -60,7 +60,7 @@ class Ingestor:
     """Writes documents into one KB inside one transaction (`conn`)."""
 
     def __init__(self, conn: AsyncConnection, kb_id: int, table: str, embedder: Embedder,
-                 chunking: ChunkingConfig) -> None:
+                 chunking: ChunkingConfig, on_batch: Callable[[IngestStats], Awaitable[None]] | None = None) -> None:
         self.conn = conn
         self.kb_id = kb_id
         self.table = table
@@ -68,6 +68,7 @@ class Ingestor:
         self.chunking = chunking
         self.seen: set[str] = set()  # documents already written by this request: never skip them again
         self.stats = IngestStats()
+        self.on_batch = on_batch
 
     async def _plan(self, documents: list[Document]) -> _Plan:
         updated_at = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
@@ -128,6 +129,8 @@ class Ingestor:
         )
         plan.stats.written = len(plan.writes)
         self.stats.add(plan.stats)
+        if self.on_batch is not None:
+            await self.on_batch(self.stats)
 
     async def run(self, batches: AsyncIterator[list[Document]]) -> IngestStats:
         pending: tuple[_Plan, asyncio.Task[dict[str, np.ndarray]]] | None = None
@@ -144,6 +147,10 @@ class Ingestor:
                 await self._write(pending[0], await pending[1])
                 pending = None
         finally:
-            if pending is not None and not pending[1].done():
-                pending[1].cancel()
+            if pending is not None:
+                if pending[1].done():
+                    if not pending[1].cancelled():
+                        pending[1].exception()  # mark a failure we are abandoning as observed
+                else:
+                    pending[1].cancel()
         return self.stats

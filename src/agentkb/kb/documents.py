@@ -95,7 +95,8 @@ def resolve_columns(columns: list[str], spec: ColumnSpec) -> tuple[str | None, l
 def row_documents(
     rows: Iterable[dict[str, Any]], spec: ColumnSpec, *, start_index: int = 0, source: str = ROWS_SOURCE
 ) -> Iterator[Document]:
-    """Documents of each row; a row with no text in any content column is a 400 naming it."""
+    """Documents of each row. A row lacking every content column is a 400 naming it; a content cell that is
+    null or blank makes no document (a table with some empty cells still loads)."""
     resolved: dict[tuple[str, ...], tuple[str | None, list[str], list[str]]] = {}
     for offset, row in enumerate(rows):
         index = start_index + offset
@@ -115,11 +116,9 @@ def row_documents(
                 metadata.update(value)  # MindsDB merges dict values into the metadata
             else:
                 metadata[column] = value
-        texts = [(column, _text(row.get(column))) for column in content_cols]
-        if all(text is None for _, text in texts):
-            raise BadRequest(
-                f"Row {index} has no text in its content column(s) {content_cols}", title="Invalid rows"
-            )
+        if not any(column in row for column in content_cols):
+            raise BadRequest(f"Row {index} has none of the content column(s) {content_cols}", title="Invalid rows")
+        texts = [(column, _text(row.get(column))) for column in content_cols]  # empty cells make no document
         given_id = row.get(id_col) if id_col else None
         for column, text in texts:
             if text is None:

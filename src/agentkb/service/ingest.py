@@ -3,15 +3,19 @@ all in one transaction: an insert is applied whole or not at all."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
+import socket
 import time
+import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from agentkb.errors import BadRequest, NotFound, kb_not_found
+from agentkb.errors import AgentKBError, BadRequest, NotFound, kb_not_found
 from agentkb.ingest.pipeline import Ingestor, IngestStats
 from agentkb.kb.chunking import chunking_config
 from agentkb.kb.documents import ColumnSpec, Document, row_documents
@@ -20,9 +24,10 @@ from agentkb.kb.embedders.registry import EmbedderRegistry
 from agentkb.service import projects
 from agentkb.service.data_sources import DataSourceService
 from agentkb.service.validation import check_dict, check_storable, check_str_list, is_identifier
-from agentkb.storage import chunks
+from agentkb.storage import chunks, jobs
 from agentkb.storage import knowledge_bases as repo
 from agentkb.storage.db import Database
+from agentkb.storage.jobs import JobRow
 from agentkb.storage.knowledge_bases import KnowledgeBaseRow
 
 log = logging.getLogger(__name__)
@@ -43,6 +48,37 @@ class InsertInput:
     preprocessing: Any = None
 
 
+class JobCancelled(Exception):
+    """A cancel was requested for the running job."""
+
+
+@dataclass(slots=True)
+class Progress:
+    job_id: str
+    counts: dict[str, Any] = field(default_factory=dict)
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    cancel_requested: bool = False
+
+    def count(self, key: str, n: int = 1) -> None:
+        self.counts[key] = self.counts.get(key, 0) + n
+
+    def add_items(self, n: int) -> None:
+        self.counts["items_total"] = self.counts.get("items_total", 0) + n
+
+    def item_failed(self, item: str, error: str) -> None:
+        self.errors.append({"item": item, "error": error})
+        self.counts["items_failed"] = self.counts.get("items_failed", 0) + 1
+
+
+class DocumentSource(Protocol):
+    """Files or crawled pages as document batches (registered in `IngestService.document_sources`)."""
+
+    async def validate(self, given: InsertInput) -> dict[str, Any]: ...
+
+    def documents(self, conn: AsyncConnection, kb: KnowledgeBaseRow, given: InsertInput, spec: ColumnSpec,
+                  progress: Progress) -> AsyncIterator[list[Document]]: ...
+
+
 def column_spec(kb: KnowledgeBaseRow) -> ColumnSpec:
     return ColumnSpec(
         kb.id_column,
@@ -57,37 +93,131 @@ async def _row_batches(rows: list[dict[str, Any]], spec: ColumnSpec) -> AsyncIte
 
 
 class IngestService:
-    def __init__(self, db: Database, embedders: EmbedderRegistry, data_sources: DataSourceService) -> None:
+    """Every insert is a job: `submit(wait=True)` runs it in the request (the spec's synchronous insert);
+    `submit(wait=False)` queues it for a worker (`ingest.jobs.JobWorker`)."""
+
+    def __init__(self, db: Database, embedders: EmbedderRegistry, data_sources: DataSourceService, *,
+                 heartbeat_s: float = 5.0) -> None:
         self.db = db
         self.embedders = embedders
         self.data_sources = data_sources
+        self.heartbeat_s = heartbeat_s
+        self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.document_sources: dict[str, DocumentSource] = {}  # "files", "urls": registered by the app
+        self.queued = asyncio.Event()  # set when an async job is queued, to wake the in-process worker
 
-    async def insert(self, project_name: str, kb_name: str, given: InsertInput) -> IngestStats:
-        rows = self._rows(given.rows)
-        query = self._query(given.query)
-        if given.files is not None or given.urls is not None:
-            raise BadRequest("Inserting 'files' and 'urls' is not supported by this server version",
-                             title="Unsupported insert")
-        if not rows and query is None and given.params is None and given.preprocessing is None:
+    async def _validate(self, given: InsertInput) -> dict[str, Any]:
+        request: dict[str, Any] = {}
+        if given.rows is not None:
+            request["rows"] = self._rows(given.rows)
+        if given.query is not None:
+            request["query"] = self._query(given.query)
+        for key in ("files", "urls"):
+            if getattr(given, key) is not None:
+                source = self.document_sources.get(key)
+                if source is None:
+                    raise BadRequest(f"Inserting '{key}' is not supported by this server", title="Unsupported insert")
+                request.update(await source.validate(given))
+        for key in ("params", "preprocessing"):
+            if getattr(given, key) is not None:
+                request[key] = check_dict(getattr(given, key), key)
+        if not request:
             raise BadRequest("Nothing to insert: give 'rows', 'query', 'files' or 'urls'", title="Missing parameter")
-        started = time.perf_counter()
+        return request
+
+    async def submit(self, project_name: str, kb_name: str, given: InsertInput, *, wait: bool = True) -> JobRow:
+        request = await self._validate(given)
         async with self.db.transaction() as conn:
             project = await projects.resolve(conn, project_name)
-            kb = await repo.get(conn, project.id, kb_name, for_update=True) if is_identifier(kb_name) else None
+            kb = await repo.get(conn, project.id, kb_name) if is_identifier(kb_name) else None
             if kb is None:
                 raise kb_not_found(kb_name)
+            job = await jobs.create(conn, job_id=uuid.uuid4().hex, project_id=project.id, kb_id=kb.id,
+                                    mode="sync" if wait else "async", request=request,
+                                    worker=self.worker_id if wait else None)
+        if not wait:
+            self.queued.set()
+            return job
+        return await self.run_job(job)
+
+    async def insert(self, project_name: str, kb_name: str, given: InsertInput) -> IngestStats:
+        """A synchronous insert; its work counts."""
+        job = await self.submit(project_name, kb_name, given, wait=True)
+        return IngestStats(**{k: int(job.counts.get(k, 0)) for k in IngestStats.__slots__})
+
+    async def run_job(self, job: JobRow) -> JobRow:
+        """Run a claimed or synchronous job to its end and record how it ended. A failure is re-raised
+        (after being recorded) so a waiting request answers with its status."""
+        progress = Progress(job.id)
+        started = time.perf_counter()
+        beater = asyncio.create_task(self._beat(job.id, progress, asyncio.current_task()))
+        try:
+            await self._execute(job, progress)
+        except (JobCancelled, asyncio.CancelledError) as exc:
+            if not progress.cancel_requested:
+                raise  # the process is stopping: the job stays claimed and is resumed or failed later
+            await self._finish(job.id, "cancelled", progress, "cancelled on request")
+            if isinstance(exc, asyncio.CancelledError):
+                asyncio.current_task().uncancel()  # type: ignore[union-attr]
+        except AgentKBError as exc:
+            await self._finish(job.id, "failed", progress, exc.detail)
+            raise
+        except Exception as exc:
+            log.exception("ingest job %s failed", job.id)
+            await self._finish(job.id, "failed", progress, f"{type(exc).__name__}: {exc}")
+            raise
+        else:
+            await self._finish(job.id, "succeeded", progress, None)
+        finally:
+            beater.cancel()
+        log.info("ingest job %s: %s in %.2fs", job.id, progress.counts, time.perf_counter() - started)
+        async with self.db.connect() as conn:
+            final = await jobs.get(conn, job.id)
+        assert final is not None
+        return final
+
+    async def _beat(self, job_id: str, progress: Progress, runner: asyncio.Task[Any] | None) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_s)
+            async with self.db.transaction() as conn:
+                if await jobs.heartbeat(conn, job_id) and runner is not None:
+                    progress.cancel_requested = True
+                    runner.cancel()
+                    return
+
+    async def _finish(self, job_id: str, state: str, progress: Progress, error: str | None) -> None:
+        async with self.db.transaction() as conn:
+            await jobs.finish(conn, job_id, state, progress.counts, progress.errors, error)
+
+    async def _report(self, progress: Progress, stats: IngestStats) -> None:
+        progress.counts.update({k: getattr(stats, k) for k in IngestStats.__slots__})
+        async with self.db.transaction() as conn:
+            if await jobs.progress(conn, progress.job_id, progress.counts, progress.errors):
+                progress.cancel_requested = True
+        if progress.cancel_requested:
+            raise JobCancelled
+
+    async def _execute(self, job: JobRow, progress: Progress) -> None:
+        given = InsertInput(**job.request)
+        async with self.db.transaction() as conn:
+            kb = await repo.get_by_id(conn, job.kb_id, for_update=True)
+            if kb is None:
+                raise NotFound("The knowledge base of this job was deleted", title="Knowledge Base not found")
             kb = await self._apply_settings(conn, kb, given)
             embedder = self.embedders.get(kb.embedding_model)
-            ingestor = Ingestor(conn, kb.id, kb.storage_table, embedder, chunking_config(kb.params))
+            ingestor = Ingestor(conn, kb.id, kb.storage_table, embedder, chunking_config(kb.params),
+                                on_batch=lambda stats: self._report(progress, stats))
             spec = column_spec(kb)
-            if rows:
-                await ingestor.run(_row_batches(rows, spec))
-            if query is not None:
-                await ingestor.run(self._query_batches(query, spec))
-            total = ingestor.stats
+            if given.rows:
+                progress.add_items(len(given.rows))
+                await ingestor.run(_row_batches(given.rows, spec))
+            for key in ("files", "urls"):
+                if getattr(given, key) is not None:
+                    await ingestor.run(self.document_sources[key].documents(conn, kb, given, spec, progress))
+            if given.query is not None:
+                await ingestor.run(self._query_batches(given.query, spec))
+            progress.counts.update({k: getattr(ingestor.stats, k) for k in IngestStats.__slots__})
             await repo.update(conn, kb.id, {})
-        log.info("insert into %s.%s: %s in %.2fs", project_name, kb_name, total, time.perf_counter() - started)
-        return total
 
     @staticmethod
     def _rows(value: Any) -> list[dict[str, Any]]:

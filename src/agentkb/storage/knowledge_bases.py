@@ -55,6 +55,14 @@ async def get(
     return _row(row) if row else None
 
 
+async def get_by_id(conn: AsyncConnection, kb_id: int, *, for_update: bool = False) -> KnowledgeBaseRow | None:
+    stmt = _select().where(kbs.c.id == kb_id)
+    if for_update:
+        stmt = stmt.with_for_update(of=kbs)
+    row = (await conn.execute(stmt)).mappings().first()
+    return _row(row) if row else None
+
+
 async def next_id(conn: AsyncConnection) -> int:
     value = await conn.scalar(text("SELECT nextval(pg_get_serial_sequence('knowledge_bases', 'id'))"))
     return int(value)

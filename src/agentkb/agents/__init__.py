@@ -1,0 +1,1 @@
+"""The agent: tools, providers, the run loop and its events."""

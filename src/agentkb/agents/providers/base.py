@@ -1,0 +1,112 @@
+"""The provider registry: a provider name (the agent's `model.provider`) → a factory of pydantic-ai models.
+
+Each provider module registers itself with `@register("name")`; `build_model` looks the name up.
+A factory gets a `ProviderContext` (the agent's model object, the shared HTTP client and the agent's
+resolved data) and returns a pydantic-ai `Model`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import httpx2
+from pydantic_ai.models import Model
+from pydantic_ai.settings import ModelSettings
+
+from agentkb.errors import BadRequest
+
+HTTPClient = httpx2.AsyncClient
+"""The shared client (pydantic-ai 2.x and the OpenAI/Anthropic SDKs use httpx2)."""
+
+
+class MissingCredentials(Exception):
+    """No API key for a provider that needs one (reported as an `authentication` error)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderContext:
+    model: dict[str, Any]
+    http_client: HTTPClient
+    kb_names: list[str] = field(default_factory=list)
+    table_names: list[str] = field(default_factory=list)
+
+    @property
+    def model_name(self) -> str:
+        return str(self.model.get("model_name") or "")
+
+    @property
+    def base_url(self) -> str | None:
+        value = self.model.get("base_url")
+        return str(value) if value else None
+
+    def api_key(self, *env_vars: str) -> str | None:
+        """`model.api_key`, then `model.<provider>_api_key` (MindsDB's spelling), then the environment."""
+        provider = str(self.model.get("provider", ""))
+        for key in ("api_key", f"{provider}_api_key"):
+            value = self.model.get(key)
+            if isinstance(value, str) and value:
+                return value
+        for var in env_vars:
+            if os.environ.get(var):
+                return os.environ[var]
+        return None
+
+    def require_api_key(self, *env_vars: str) -> str:
+        key = self.api_key(*env_vars)
+        if key is None:
+            provider = self.model.get("provider")
+            raise MissingCredentials(
+                f"No API key for provider {provider!r}: set 'model.api_key' on the agent or the "
+                f"{' / '.join(env_vars)} environment variable"
+            )
+        return key
+
+
+ModelFactory = Callable[[ProviderContext], Model]
+
+PROVIDERS: dict[str, ModelFactory] = {}
+
+
+def register(name: str) -> Callable[[ModelFactory], ModelFactory]:
+    def decorate(factory: ModelFactory) -> ModelFactory:
+        PROVIDERS[name] = factory
+        return factory
+
+    return decorate
+
+
+def provider_name(model: dict[str, Any]) -> str:
+    """The agent's provider, checked against the registry (400 if unknown)."""
+    name = str(model.get("provider") or "")
+    if name not in PROVIDERS:
+        raise BadRequest(
+            f"Model provider {name!r} is not supported; use one of: {', '.join(sorted(PROVIDERS))}",
+            title="Invalid model",
+        )
+    return name
+
+
+def build_model(context: ProviderContext) -> Model:
+    return PROVIDERS[provider_name(context.model)](context)
+
+
+_FLOAT_SETTINGS = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "timeout")
+_INT_SETTINGS = ("max_tokens", "top_k", "seed", "max_retries")
+
+
+def model_settings(model: dict[str, Any]) -> ModelSettings:
+    """Sampling settings from the agent's model object (`temperature`, `max_tokens`, `top_p`, `top_k`, ...).
+    Values of the wrong type are ignored rather than sent to the provider."""
+    settings: dict[str, Any] = {}
+    for key in _FLOAT_SETTINGS:
+        value = model.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            settings[key] = float(value)
+    for key in _INT_SETTINGS:
+        value = model.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            settings[key] = value
+    return cast(ModelSettings, settings)

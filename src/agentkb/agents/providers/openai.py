@@ -1,0 +1,21 @@
+"""OpenAI, and any OpenAI-compatible server (`model.base_url`), over Chat Completions."""
+
+from __future__ import annotations
+
+from pydantic_ai.models import Model
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
+
+from agentkb.agents.providers.base import ProviderContext, register
+
+# OpenAI's client needs a non-empty key even for local servers that take none.
+PLACEHOLDER_KEY = "api-key-not-set"
+
+
+@register("openai")
+def openai_model(context: ProviderContext) -> Model:
+    key = context.api_key("OPENAI_API_KEY")
+    if key is None:
+        key = PLACEHOLDER_KEY if context.base_url else context.require_api_key("OPENAI_API_KEY")
+    provider = OpenAIProvider(base_url=context.base_url, api_key=key, http_client=context.http_client)
+    return OpenAIChatModel(context.model_name, provider=provider)

@@ -1,0 +1,376 @@
+"""The agent run loop: one pydantic-ai run per question, streamed as `events`.
+
+`run_agent` yields Start at once, then the run's Action/Step pairs as they happen, then Output (or
+Error), then End. The pydantic-ai run lives in a producer task that puts events on a queue; the
+generator only waits on that queue, so
+- each event reaches the client as soon as it is produced (a slow tool or model delays nothing earlier);
+- the overall deadline (`timeout_s`) is a plain wait on the queue: when it passes, the producer is
+  cancelled and an Error(timeout) is emitted;
+- closing or cancelling the generator (client gone) cancels the producer and any request in flight.
+The `RunTrace` records every step with timings, the usage and how the run ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncGenerator
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+import httpx2
+from pydantic_ai import Agent, CallToolsNode, FunctionToolCallEvent, FunctionToolResultEvent, RunContext
+from pydantic_ai.exceptions import (
+    ModelAPIError,
+    ModelAuthenticationError,
+    ModelConnectionError,
+    ModelHTTPError,
+    ModelNotFoundError,
+    ModelQuotaExceededError,
+    ModelRateLimitError,
+    ModelRequestTimeout,
+    ModelTimeoutError,
+    UnexpectedModelBehavior,
+    UsageLimitExceeded,
+)
+from pydantic_ai.messages import ModelResponse, RetryFeedbackPart, TextPart, ToolCallPart
+from pydantic_ai.tools import Tool
+from pydantic_ai.usage import UsageLimits
+
+from agentkb.agents.events import Action, End, Error, ErrorType, Event, Output, Source, Start, Step
+from agentkb.agents.prompt import Conversation, parse_messages, system_prompt
+from agentkb.agents.providers import MissingCredentials, ProviderContext, build_model, model_settings
+from agentkb.agents.tools import AgentTools, ToolResult, ToolSpec
+from agentkb.agents.trace import RunTrace, TraceStep, public_model
+from agentkb.storage.agents import AgentRow
+
+log = logging.getLogger("agentkb.agents")
+
+STOP_GRACE_S = 5.0
+
+
+def _tool_schema(spec: ToolSpec) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {"tool_input": {"type": "string", "description": spec.input_description}},
+        "required": ["tool_input"],
+        "additionalProperties": False,
+    }
+
+
+def _tool_input(part: ToolCallPart) -> str:
+    value = part.args_as_dict().get("tool_input")
+    if isinstance(value, str):
+        return value
+    return json.dumps(value) if value is not None else str(part.args or "")
+
+
+def _logs(response: ModelResponse) -> dict[str, str]:
+    """Each tool call's `log`: the text the model wrote before it, else "Calling ..."."""
+    logs: dict[str, str] = {}
+    text: list[str] = []
+    for part in response.parts:
+        if isinstance(part, TextPart):
+            text.append(part.content)
+        elif isinstance(part, ToolCallPart):
+            thought = "".join(text).strip()
+            logs[part.tool_call_id] = thought or f"Calling {part.tool_name} with input: {_tool_input(part)}"
+            text = []
+    return logs
+
+
+def classify(exc: BaseException, provider: str, model_name: str) -> tuple[ErrorType, str]:
+    """An error event's type and text for a failed run, naming the provider and HTTP status."""
+    who = f"Model provider {provider!r} (model {model_name!r})"
+    if isinstance(exc, MissingCredentials):
+        return "authentication", str(exc)
+    if isinstance(exc, ModelHTTPError):
+        body = exc.body
+        detail = body.get("message") if isinstance(body, dict) else None
+        detail = str(detail or body or exc.message)
+        status = f"{who} returned HTTP {exc.status_code}: {detail}"
+        if isinstance(exc, ModelAuthenticationError) or exc.status_code in (401, 403):
+            return "authentication", status
+        if isinstance(exc, ModelNotFoundError) or exc.status_code == 404:
+            return "not_found", status
+        if isinstance(exc, ModelRateLimitError | ModelQuotaExceededError) or exc.status_code == 429:
+            return "rate_limit", status
+        return "general", status
+    if isinstance(exc, ModelRequestTimeout | ModelTimeoutError | httpx2.TimeoutException | TimeoutError):
+        return "timeout", f"{who} timed out: {exc}"
+    if isinstance(exc, ModelConnectionError | httpx2.TransportError | ConnectionError):
+        return "connection", f"{who} could not be reached: {exc}"
+    if isinstance(exc, ModelAuthenticationError):
+        return "authentication", f"{who} rejected the credentials: {exc}"
+    if isinstance(exc, ModelRateLimitError | ModelQuotaExceededError):
+        return "rate_limit", f"{who} is rate limited: {exc}"
+    if isinstance(exc, ModelNotFoundError):
+        return "not_found", f"{who}: {exc}"
+    if isinstance(exc, ModelAPIError):
+        return "general", f"{who} failed: {exc}"
+    if isinstance(exc, UnexpectedModelBehavior):
+        return "general", f"{who} behaved unexpectedly: {exc}"
+    return "general", f"The agent failed: {type(exc).__name__}: {exc}"
+
+
+def _source(citation: Any) -> Source:
+    return {
+        "kind": citation.kind,
+        "name": citation.name,
+        "chunk_id": citation.chunk_id,
+        "source": citation.source,
+    }
+
+
+class _Runner:
+    """The producer: runs pydantic-ai and puts this run's events on the queue (None when done)."""
+
+    def __init__(
+        self,
+        agent: AgentRow,
+        conversation: Conversation,
+        tools: AgentTools,
+        trace: RunTrace,
+        queue: asyncio.Queue[Event | None],
+        *,
+        max_steps: int,
+        http_client: httpx2.AsyncClient,
+    ) -> None:
+        self.agent = agent
+        self.conversation = conversation
+        self.tools = tools
+        self.trace = trace
+        self.queue = queue
+        self.max_steps = max_steps
+        self.http_client = http_client
+        self.results: dict[str, tuple[ToolResult, float]] = {}
+        self.sources: list[Source] = []
+        self.context: list[dict[str, Any]] = []
+        self.provider = str(agent.model.get("provider", ""))
+        self.model_name = str(agent.model.get("model_name", ""))
+
+    def emit(self, event: Event) -> None:
+        self.queue.put_nowait(event)
+
+    def _tool(self, spec: ToolSpec) -> Tool[None]:
+        async def call(ctx: RunContext[None], tool_input: str) -> str:
+            started = time.perf_counter()
+            result = await self.tools.call(spec.name, tool_input)
+            self.results[ctx.tool_call_id or ""] = (result, round((time.perf_counter() - started) * 1000, 2))
+            return result.observation
+
+        return Tool.from_schema(
+            call,
+            name=spec.name,
+            description=spec.description,
+            json_schema=_tool_schema(spec),
+            takes_ctx=True,
+            sequential=True,
+        )
+
+    async def run(self) -> None:
+        tid = self.trace.trace_id
+        usage: Any = None
+        final: Event
+        try:
+            await self.tools.resolve()
+            context = ProviderContext(
+                model=self.agent.model,
+                http_client=self.http_client,
+                kb_names=list(self.tools.kb_names),
+                table_names=list(self.tools.table_names),
+            )
+            agent: Agent[None, str] = Agent(
+                build_model(context),
+                instructions=system_prompt(
+                    self.agent.prompt_template,
+                    context.kb_names,
+                    context.table_names,
+                    self.conversation.system,
+                ),
+                tools=[self._tool(spec) for spec in self.tools.specs()],
+                model_settings=model_settings(self.agent.model),
+                retries=2,
+            )
+            limits = UsageLimits(tool_calls_limit=self.max_steps, request_limit=self.max_steps + 5)
+            async with agent.iter(
+                self.conversation.prompt, message_history=self.conversation.history, usage_limits=limits
+            ) as run:
+                try:
+                    async for node in run:
+                        if isinstance(node, CallToolsNode):
+                            await self._call_tools(node, run.ctx)
+                finally:
+                    usage = run.usage
+                answer = run.result.output if run.result is not None else ""
+            self.trace.finish("completed", answer=answer)
+            final = self._output(answer)
+        except UsageLimitExceeded:
+            answer = f"I could not finish within {self.max_steps} steps."
+            self.trace.finish("max_steps", answer=answer)
+            final = self._output(answer)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # every failure becomes an error event
+            error_type, content = classify(exc, self.provider, self.model_name)
+            if not isinstance(exc, ModelAPIError | MissingCredentials):
+                log.warning("agent run %s failed", tid, exc_info=exc)
+            self.trace.finish("error", error=content, error_type=error_type)
+            final = Error(content=content, error_type=error_type, trace_id=tid)
+        finally:
+            self._record_usage(usage)
+        self.emit(final)
+        self.queue.put_nowait(None)
+
+    def _output(self, answer: str) -> Output:
+        return Output(
+            answer=answer,
+            sources=tuple(self.sources),
+            context=tuple(self.context),
+            trace_id=self.trace.trace_id,
+        )
+
+    def _record_usage(self, usage: Any) -> None:
+        self.trace.usage = {
+            "requests": getattr(usage, "requests", 0),
+            "tool_calls": getattr(usage, "tool_calls", 0),
+            "input_tokens": getattr(usage, "input_tokens", 0),
+            "output_tokens": getattr(usage, "output_tokens", 0),
+            "duration_ms": self.trace.elapsed_ms(),
+        }
+
+    async def _call_tools(self, node: CallToolsNode[None, str], ctx: Any) -> None:
+        """Stream one model response's tool calls: Action before each tool runs, Step right after.
+        Calls run one at a time (`sequential`); an Action waits until the previous call's Step."""
+        logs = _logs(node.model_response)
+        waiting: list[str] = []
+        active: str | None = None
+        actions: dict[str, Action] = {}
+        steps: dict[str, TraceStep] = {}
+        starts: dict[str, float] = {}
+
+        def start(call_id: str) -> None:
+            nonlocal active
+            action = actions[call_id]
+            active = call_id
+            starts[call_id] = time.perf_counter()
+            now = datetime.now(UTC).isoformat()
+            steps[call_id] = TraceStep(
+                tool=action.tool, tool_input=action.tool_input, log=action.log, started_at=now
+            )
+            self.trace.steps.append(steps[call_id])
+            self.emit(action)
+
+        async with node.stream(ctx) as stream:
+            async for event in stream:
+                if isinstance(event, FunctionToolCallEvent):
+                    part = event.part
+                    log = (
+                        logs.get(part.tool_call_id)
+                        or f"Calling {part.tool_name} with input: {_tool_input(part)}"
+                    )
+                    actions[part.tool_call_id] = Action(
+                        tool=part.tool_name,
+                        tool_input=_tool_input(part),
+                        log=log,
+                        trace_id=self.trace.trace_id,
+                    )
+                    if active is None:
+                        start(part.tool_call_id)
+                    else:
+                        waiting.append(part.tool_call_id)
+                elif isinstance(event, FunctionToolResultEvent):
+                    call_id = event.tool_call_id
+                    if call_id not in actions:
+                        continue
+                    if call_id not in steps:
+                        waiting = [w for w in waiting if w != call_id]
+                        start(call_id)
+                    self._step(actions[call_id], steps[call_id], event, starts[call_id])
+                    if active == call_id:
+                        active = None
+                        if waiting:
+                            start(waiting.pop(0))
+
+    def _step(self, action: Action, step: TraceStep, event: FunctionToolResultEvent, started: float) -> None:
+        found = self.results.pop(event.tool_call_id, None)
+        if found is not None:
+            result, duration = found
+            observation = result.observation
+            sources = [_source(c) for c in result.citations]
+            for source in sources:
+                if source not in self.sources:
+                    self.sources.append(source)
+            self.context.extend(result.context)
+        else:  # the call never ran (bad arguments, unknown tool): the model is told why
+            part: Any = event.part
+            observation = (
+                part.model_response() if isinstance(part, RetryFeedbackPart) else part.model_response_str()
+            )
+            duration = round((time.perf_counter() - started) * 1000, 2)
+            sources = []
+        step.observation = observation
+        step.duration_ms = duration
+        step.citations = list(sources)
+        self.emit(
+            Step(
+                tool=action.tool,
+                tool_input=action.tool_input,
+                log=action.log,
+                observation=observation,
+                trace_id=action.trace_id,
+            )
+        )
+
+
+async def _stop(task: asyncio.Task[None]) -> None:
+    """Cancel the producer and wait (shielded from the caller's own cancellation) for it to unwind."""
+    if not task.done():
+        task.cancel()
+    with anyio.CancelScope(shield=True):
+        await asyncio.wait({task}, timeout=STOP_GRACE_S)
+    if task.done() and not task.cancelled():
+        task.exception()  # retrieved, so asyncio does not warn; the runner reports its own errors
+
+
+async def run_agent(
+    agent: AgentRow,
+    messages: list[dict[str, Any]],
+    tools: AgentTools,
+    *,
+    timeout_s: float,
+    max_steps: int = 10,
+    http_client: httpx2.AsyncClient,
+    trace: RunTrace | None = None,
+) -> AsyncGenerator[Event, None]:
+    """Run `agent` on `messages` and yield its events. Raises BadRequest (before the first event) when the
+    messages hold no question. Pass `trace` to keep the run's trace; it is complete once End is yielded
+    or the generator is closed (status "cancelled" if the run had not finished)."""
+    conversation = parse_messages(messages)
+    if trace is None:
+        trace = RunTrace(agent.id, agent.project_id, conversation.prompt, public_model(agent.model))
+    queue: asyncio.Queue[Event | None] = asyncio.Queue()
+    runner = _Runner(agent, conversation, tools, trace, queue, max_steps=max_steps, http_client=http_client)
+    yield Start(prompt=conversation.prompt, trace_id=trace.trace_id)
+    task = asyncio.create_task(runner.run(), name=f"agent-run-{trace.trace_id}")
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    try:
+        while True:
+            try:
+                async with asyncio.timeout_at(deadline):
+                    event = await queue.get()
+            except TimeoutError:
+                content = f"The agent did not finish within {timeout_s:g} seconds"
+                trace.finish("timeout", error=content, error_type="timeout")
+                yield Error(content=content, error_type="timeout", trace_id=trace.trace_id)
+                break
+            if event is None:
+                break
+            yield event
+    finally:
+        await _stop(task)
+        trace.finish("cancelled", error="The run was cancelled before it finished (the client went away)")
+    yield End()

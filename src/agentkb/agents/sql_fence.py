@@ -1,0 +1,289 @@
+"""What an agent's SQL may read, and the fence every `sql_db_query` (and `sql_db_schema` sample) passes.
+
+`pushdown.parse_select` already refuses anything but one read-only SELECT over one data source (DDL, DML,
+several statements, locking, INTO, sleeping / file / connection functions, variables). The fence adds the
+agent's allow-list on the parsed tree: every table reference, in joins, subqueries, set operations and CTE
+bodies alike, must be one of the agent's tables. A one-part name counts as a CTE only where that CTE is in
+scope (its WITH encloses the reference, and inside a sibling CTE only earlier siblings, or itself under
+RECURSIVE), so a CTE can never be used to smuggle in a table of the same name. A reference whose spelling
+differs from the allowed table's is rewritten to that table's exact quoted name, so the database can only
+resolve it to an allowed table. The query then runs as rendered from the checked tree, through
+`pushdown.stream_rows` (READ ONLY transaction, statement timeout), in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy
+from sqlalchemy import Engine
+from sqlalchemy.exc import NoSuchTableError
+from sqlglot import exp
+
+from agentkb.errors import BadRequest, NotFound
+from agentkb.service.data_sources import DataSourceService
+from agentkb.sql import pushdown
+
+log = logging.getLogger(__name__)
+
+# Beyond pushdown's deny list: PostgreSQL's pg_* administration/introspection functions (a few harmless
+# ones excepted) and configuration reads.
+_DENIED_FUNCTIONS = frozenset({"current_setting", "inet_server_addr", "inet_server_port", "inet_client_addr"})
+_DENIED_PREFIX = "pg_"
+_ALLOWED_PG_FUNCTIONS = frozenset({"pg_typeof", "pg_column_size", "pg_size_pretty"})
+
+
+def refused(detail: str) -> BadRequest:
+    return BadRequest(detail, title="Query not allowed")
+
+
+@dataclass(frozen=True, slots=True)
+class AllowedTable:
+    """One table an agent may read; `schema` None means the data source's default schema."""
+
+    datasource: str
+    schema: str | None
+    table: str
+
+    @property
+    def name(self) -> str:
+        return ".".join(p for p in (self.datasource, self.schema, self.table) if p is not None)
+
+    def reference(self) -> str:
+        """The table as MindsDB-flavoured (MySQL-quoted) SQL, e.g. `` `ds`.`items` ``."""
+        return ".".join(
+            "`" + p.replace("`", "``") + "`"
+            for p in (self.datasource, self.schema, self.table)
+            if p is not None
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AllowList:
+    tables: tuple[AllowedTable, ...] = ()
+    dialects: Mapping[str, str] = field(default_factory=dict)  # data source -> pushdown dialect
+
+    @property
+    def names(self) -> list[str]:
+        return [t.name for t in self.tables]
+
+    def find(self, datasource: str, schema: str | None, table: str) -> AllowedTable | None:
+        """The allowed table of that name: spelt exactly, else its one case-insensitive match."""
+        fold = schema.casefold() if schema is not None else None
+        same = [
+            t
+            for t in self.tables
+            if t.datasource == datasource.lower() and (t.schema.casefold() if t.schema else None) == fold
+        ]
+        exact = [t for t in same if t.table == table]
+        loose = [t for t in same if t.table.casefold() == table.casefold()]
+        return exact[0] if exact else loose[0] if len(loose) == 1 else None
+
+    def lookup(self, text: str) -> AllowedTable | None:
+        """Resolve a name as an agent writes it: `ds.table`, `ds.schema.table`, or a unique table name."""
+        parts = [p.strip().strip('`"[]') for p in text.strip().strip('`"').split(".")]
+        if len(parts) == 3:
+            return self.find(parts[0], parts[1], parts[2])
+        if len(parts) == 2:
+            return self.find(parts[0], None, parts[1])
+        matches = [t for t in self.tables if t.table.casefold() == parts[0].casefold()]
+        return matches[0] if len(matches) == 1 else None
+
+
+@dataclass(frozen=True, slots=True)
+class FencedQuery:
+    datasource: str
+    sql: str  # rendered in the data source's dialect from the checked tree
+    tables: tuple[AllowedTable, ...]  # the allowed tables it reads, in order of first use
+
+
+@dataclass(frozen=True, slots=True)
+class Rows:
+    columns: list[str]
+    rows: list[list[Any]]
+    truncated: bool  # the query had more rows than were read
+
+
+# --- the fence ------------------------------------------------------------------------------------------
+
+
+def fence(sql: str, allowed: AllowList) -> FencedQuery:
+    """Check `sql` against the agent's tables and render it; `BadRequest` saying why it is refused."""
+    query = pushdown.parse_select(sql)
+    dialect = allowed.dialects.get(query.datasource)
+    if dialect is None:
+        raise refused(f"The data source {query.datasource} is not available to this agent")
+    _check_extras(query.tree)
+    used: list[AllowedTable] = []
+    for table in query.tree.find_all(exp.Table):
+        if not isinstance(table.this, exp.Identifier):
+            continue  # a table function; its name passed the deny lists
+        if table.args.get("catalog") is not None:
+            raise refused(f"Table name {table.sql()} has too many parts")
+        schema = table.args.get("db")
+        name = _effective(table.this, dialect)
+        if schema is None and name in _ctes_in_scope(table, dialect):
+            continue
+        schema_name = _effective(schema, dialect) if isinstance(schema, exp.Identifier) else None
+        entry = allowed.find(query.datasource, schema_name, name)
+        if entry is None:
+            shown = ".".join(p for p in (query.datasource, schema_name, name) if p is not None)
+            raise refused(f"Table {shown} is not available to this agent")
+        _pin(table, entry, dialect)
+        if entry not in used:
+            used.append(entry)
+    return FencedQuery(query.datasource, query.render(dialect), tuple(used))
+
+
+def _effective(ident: exp.Identifier, dialect: str) -> str:
+    """The name the database resolves: PostgreSQL folds unquoted identifiers to lower case."""
+    return ident.name.lower() if dialect == "postgres" and not ident.quoted else ident.name
+
+
+def _pin(table: exp.Table, entry: AllowedTable, dialect: str) -> None:
+    """Spell the reference as the allowed table, aliased as written so column qualifiers still match."""
+    if _effective(table.this, dialect) != entry.table:
+        if table.args.get("alias") is None:
+            table.set("alias", exp.TableAlias(this=table.this.copy()))
+        table.set("this", exp.to_identifier(entry.table, quoted=True))
+    schema = table.args.get("db")
+    if (
+        isinstance(schema, exp.Identifier)
+        and entry.schema is not None
+        and _effective(schema, dialect) != entry.schema
+    ):
+        table.set("db", exp.to_identifier(entry.schema, quoted=True))
+
+
+def _cte_names(ctes: Iterable[exp.Expression], dialect: str) -> set[str]:
+    names: set[str] = set()
+    for cte in ctes:
+        alias = cte.args.get("alias")
+        ident = alias.this if isinstance(alias, exp.TableAlias) else None
+        if isinstance(ident, exp.Identifier):
+            names.add(_effective(ident, dialect))
+    return names
+
+
+def _ctes_in_scope(node: exp.Expression, dialect: str) -> set[str]:
+    """CTE names a one-part table name at `node` resolves to, by SQL's scoping rules (a subset where the
+    dialects differ: a name left out is checked as a table, which is the safe side)."""
+    names: set[str] = set()
+    child: Any = node
+    parent: Any = node.parent
+    while parent is not None:
+        if isinstance(parent, exp.With):
+            ctes = list(parent.expressions)
+            index = next((i for i, cte in enumerate(ctes) if cte is child), 0)
+            names |= _cte_names(ctes[: index + 1] if parent.args.get("recursive") else ctes[:index], dialect)
+        else:
+            with_ = parent.args.get("with_", parent.args.get("with"))
+            if isinstance(with_, exp.With) and with_ is not child:
+                names |= _cte_names(with_.expressions, dialect)
+        child, parent = parent, parent.parent
+    return names
+
+
+def _check_extras(tree: exp.Expression) -> None:
+    for session in tree.find_all(exp.SessionParameter):
+        raise refused(f"Server variables ({session.sql()}) are not allowed")
+    for dot in tree.find_all(exp.Dot):
+        if isinstance(dot.expression, exp.Func):
+            raise refused(f"Schema-qualified function calls ({dot.sql()}) are not allowed")
+    for func in tree.find_all(exp.Func):
+        name = (func.name if isinstance(func, exp.Anonymous) else func.sql_name()).lower()
+        if name in _DENIED_FUNCTIONS or (
+            name.startswith(_DENIED_PREFIX) and name not in _ALLOWED_PG_FUNCTIONS
+        ):
+            raise refused(f"The function {name}() is not allowed")
+
+
+# --- running ---------------------------------------------------------------------------------------------
+
+
+def fetch(engine: Engine, sql: str, row_cap: int, timeout_s: float) -> Rows:
+    """Run a fenced query read-only; stop after `row_cap` rows. Blocking: run it in a thread."""
+    stream = pushdown.stream_rows(engine, sql, min(row_cap + 1, 1000), timeout_s=timeout_s)
+    columns: list[str] = []
+    rows: list[list[Any]] = []
+    try:
+        for columns, batch in stream:
+            rows.extend([row[c] for c in columns] for row in batch)
+            if len(rows) > row_cap:
+                break
+    finally:
+        stream.close()  # abandons an unfinished result without draining it
+    return Rows(columns, rows[:row_cap], len(rows) > row_cap)
+
+
+def table_columns(engine: Engine, table: AllowedTable) -> list[tuple[str, str]]:
+    """(column, SQL type) pairs by SQLAlchemy inspection. Blocking: run it in a thread."""
+    try:
+        columns = sqlalchemy.inspect(engine).get_columns(table.table, table.schema)
+    except NoSuchTableError:
+        raise NotFound(f"Table {table.name} does not exist") from None
+    return [(str(c["name"]), _type_name(c["type"])) for c in columns]
+
+
+def _type_name(sql_type: Any) -> str:
+    try:
+        return str(sql_type)
+    except Exception:  # noqa: BLE001 - some dialect types cannot render without a dialect
+        return type(sql_type).__name__.upper()
+
+
+def _list_tables(engine: Engine, schemas: set[str | None]) -> dict[str | None, list[str]]:
+    inspector = sqlalchemy.inspect(engine)
+    listed: dict[str | None, list[str]] = {}
+    for schema in schemas:
+        names = inspector.get_table_names(schema) + inspector.get_view_names(schema)
+        listed[schema] = sorted(set(names))
+    return listed
+
+
+def _canonical(table: str, names: Sequence[str] | None) -> str:
+    """The real spelling of `table` (exact, else its one case-insensitive match); as written otherwise."""
+    if not names or table in names:
+        return table
+    matches = [n for n in names if n.casefold() == table.casefold()]
+    return matches[0] if len(matches) == 1 else table
+
+
+async def resolve_tables(entries: Sequence[str], data_sources: DataSourceService) -> AllowList:
+    """Expand `<ds>.*` / `<ds>.<schema>.*` by inspection, and spell named tables as the database does.
+
+    Entries of a data source that does not exist are dropped; if a source cannot be inspected, its named
+    tables are kept as written (queries will report the connection error) and its wildcards give nothing.
+    """
+    wanted: dict[str, list[tuple[str | None, str]]] = {}
+    for entry in entries:
+        parts = entry.split(".")
+        if len(parts) not in (2, 3):
+            continue
+        schema = parts[1] if len(parts) == 3 else None
+        wanted.setdefault(parts[0].lower(), []).append((schema, parts[-1]))
+    tables: list[AllowedTable] = []
+    dialects: dict[str, str] = {}
+    for datasource, refs in wanted.items():
+        try:
+            engine, dialect = await data_sources.engine_for(datasource)
+        except NotFound:
+            log.warning("agent table source %s does not exist; its tables are skipped", datasource)
+            continue
+        dialects[datasource] = dialect
+        try:
+            listed = await asyncio.to_thread(_list_tables, engine, {schema for schema, _ in refs})
+        except Exception as exc:  # noqa: BLE001 - an unreachable source must not fail the whole run
+            log.warning("cannot list the tables of %s: %s", datasource, exc)
+            listed = {}
+        for schema, table in refs:
+            names = listed.get(schema)
+            if table == "*":
+                tables.extend(AllowedTable(datasource, schema, name) for name in names or ())
+            else:
+                tables.append(AllowedTable(datasource, schema, _canonical(table, names)))
+    return AllowList(tuple(dict.fromkeys(tables)), dialects)

@@ -1,0 +1,92 @@
+"""Server-sent events for `/completions/stream`, byte for byte as MindsDB sends them (spec §6).
+
+Each chunk is `data: <json.dumps(obj)>` and a blank line: default separators (spaces after `,` and
+`:`), no `event:` or `id:` lines. The stream always ends with `{"type": "end"}`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any, assert_never
+
+import anyio
+from fastapi.responses import StreamingResponse
+
+from agentkb.agents.events import Action, End, Error, Event, Output, Start, Step
+
+log = logging.getLogger("agentkb.api.sse")
+
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+END_CHUNK: dict[str, Any] = {"type": "end"}
+
+
+def to_chunk(event: Event) -> dict[str, Any]:
+    """The wire object of one event (MindsDB 25.14's LangChain-agent chunks; `sources` is ours)."""
+    if isinstance(event, Start):
+        return {"type": "start", "prompt": event.prompt, "trace_id": event.trace_id}
+    if isinstance(event, Action):
+        action = {"tool": event.tool, "tool_input": event.tool_input, "log": event.log}
+        return {"actions": [action], "messages": [{"content": event.log}], "trace_id": event.trace_id}
+    if isinstance(event, Step):
+        action = {"tool": event.tool, "tool_input": event.tool_input, "log": event.log}
+        return {
+            "steps": [{"action": action, "observation": event.observation}],
+            "messages": [{"content": event.observation}],
+            "trace_id": event.trace_id,
+        }
+    if isinstance(event, Output):
+        return {
+            "output": event.answer,
+            "messages": [{"content": event.answer}],
+            "trace_id": event.trace_id,
+            "sources": list(event.sources),
+        }
+    if isinstance(event, Error):
+        return {
+            "type": "error",
+            "content": event.content,
+            "error_type": event.error_type,
+            "trace_id": event.trace_id,
+        }
+    if isinstance(event, End):
+        return dict(END_CHUNK)
+    assert_never(event)
+
+
+def encode(chunk: dict[str, Any]) -> str:
+    return f"data: {json.dumps(chunk)}\n\n"
+
+
+async def sse_chunks(events: AsyncIterator[Event]) -> AsyncIterator[str]:
+    """Encode events as they come. An unexpected failure becomes an error chunk; the end chunk is
+    always last (unless the client is gone, when there is nobody to send it to). Closing this
+    generator closes `events`, which cancels the run."""
+    ended = gone = False
+    try:
+        async for event in events:
+            yield encode(to_chunk(event))
+            if isinstance(event, End):
+                ended = True
+                break
+    except (asyncio.CancelledError, GeneratorExit):
+        gone = True
+        raise
+    except Exception as exc:  # reported to the client, then the stream ends cleanly
+        log.exception("agent stream failed")
+        yield encode({"type": "error", "content": f"Error in completion event generator: {exc}",
+                      "error_type": "general", "trace_id": ""})
+    finally:
+        close = getattr(events, "aclose", None)
+        if close is not None:
+            with anyio.CancelScope(shield=True):
+                await close()
+        if not ended and not gone:
+            yield encode(END_CHUNK)
+
+
+def sse_response(events: AsyncIterator[Event]) -> StreamingResponse:
+    """A `text/event-stream` response; each chunk is sent (and flushed) as soon as it is produced."""
+    return StreamingResponse(sse_chunks(events), media_type="text/event-stream", headers=SSE_HEADERS)

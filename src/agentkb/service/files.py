@@ -1,0 +1,277 @@
+"""Uploaded files (`/api/files`), MindsDB's `files` database: names without extension, lower-cased.
+
+Content is stored once per sha256 under `<root>/<sha256[:2]>/<sha256>`: two names with the same bytes share one
+blob, removed with its last name. Uploads are streamed to `<root>/tmp` (counted, hashed, 413 past `max_bytes`),
+parsed there to validate them and count rows or pages, then moved into place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import hashlib
+import mimetypes
+import os
+import tempfile
+import time
+import zipfile
+from collections import OrderedDict
+from collections.abc import AsyncIterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from agentkb.errors import BadRequest, NotFound, PayloadTooLarge
+from agentkb.ingest.files import SUPPORTED, ParsedFile, Tabular, decode_text, parse_file
+from agentkb.service.validation import check_name, check_storable
+from agentkb.storage import files as repo
+from agentkb.storage.db import Database
+from agentkb.storage.files import FileRow, NewFile
+
+DEFAULT_MAX_BYTES = 100 * 2**20
+FLUSH_BYTES = 2**20            # written to disk in pieces of about this size
+CACHE_ENTRIES = 8              # parsed files kept by `open_parsed`...
+CACHE_MAX_FILE_BYTES = 2**24   # ...when their file is at most this large
+STALE_UPLOAD_S = 3600
+OFFICE = (("word/", "docx"), ("ppt/", "pptx"), ("xl/", "xlsx"))
+
+
+def file_exists(name: str) -> BadRequest:
+    return BadRequest(f"File with name '{name}' already exists", title="File already exists")
+
+
+def file_not_found(name: str) -> NotFound:
+    return NotFound(f"File with name {name} does not exist", title="File not found")
+
+
+def check_file_name(name: object) -> str:
+    """MindsDB's rules: no extension (400 "File name cannot contain extension."), then our identifier rules."""
+    if isinstance(name, str) and "." in name:
+        raise BadRequest("File name cannot contain extension.", title="Error")
+    return check_name(name, "name").lower()
+
+
+@dataclass(frozen=True, slots=True)
+class StagedBlob:
+    """A received upload in a temp file, not yet stored."""
+
+    path: Path
+    size: int
+    sha256: str
+
+
+class BlobWriter:
+    """Receives one upload: counts, hashes and spools it to a temp file; 413 once it passes `max_bytes`."""
+
+    def __init__(self, tmp_dir: Path, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.size = 0
+        self._hash = hashlib.sha256()
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+        self._file = tempfile.NamedTemporaryFile(dir=tmp_dir, prefix="upload-", delete=False)  # noqa: SIM115
+        self.path = Path(self._file.name)
+
+    async def write(self, data: bytes) -> None:
+        self.size += len(data)
+        if self.size > self.max_bytes:
+            self.discard()
+            raise PayloadTooLarge(f"The file is larger than the upload limit of {self.max_bytes} bytes")
+        self._hash.update(data)
+        self._pending.append(data)
+        self._pending_bytes += len(data)
+        if self._pending_bytes >= FLUSH_BYTES:
+            await self._flush()
+
+    async def _flush(self) -> None:
+        data, self._pending, self._pending_bytes = b"".join(self._pending), [], 0
+        await asyncio.to_thread(self._file.write, data)
+
+    async def finish(self) -> StagedBlob:
+        try:
+            await self._flush()
+            await asyncio.to_thread(self._file.close)
+        except BaseException:
+            self.discard()
+            raise
+        return StagedBlob(self.path, self.size, self._hash.hexdigest())
+
+    def discard(self) -> None:
+        self._file.close()
+        self.path.unlink(missing_ok=True)
+
+
+class FileService:
+    def __init__(self, db: Database, root: Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        self.db = db
+        self.root = root
+        self.max_bytes = max_bytes
+        self.tmp_dir = root / "tmp"
+        self.tmp_dir.mkdir(parents=True, exist_ok=True)
+        self._cache: OrderedDict[tuple[str, str], ParsedFile] = OrderedDict()
+        for stale in self.tmp_dir.iterdir():  # left by a crash mid-upload
+            if stale.stat().st_mtime < time.time() - STALE_UPLOAD_S:
+                stale.unlink(missing_ok=True)
+
+    def blob_path(self, sha256: str) -> Path:
+        return self.root / sha256[:2] / sha256
+
+    def writer(self) -> BlobWriter:
+        return BlobWriter(self.tmp_dir, self.max_bytes)
+
+    async def stage(self, chunks: AsyncIterable[bytes]) -> StagedBlob:
+        writer = self.writer()
+        try:
+            async for chunk in chunks:
+                await writer.write(chunk)
+        except BaseException:
+            writer.discard()
+            raise
+        return await writer.finish()
+
+    async def list(self) -> list[FileRow]:
+        async with self.db.connect() as conn:
+            return await repo.list_all(conn)
+
+    async def find(self, name: str) -> FileRow | None:
+        async with self.db.connect() as conn:
+            return await repo.get(conn, name.lower())
+
+    async def get(self, name: str) -> FileRow:
+        row = await self.find(name)
+        if row is None:
+            raise file_not_found(name)
+        return row
+
+    async def save(
+        self,
+        name: str,
+        content: AsyncIterable[bytes] | StagedBlob,
+        *,
+        original_name: str | None = None,
+        content_type: str | None = None,
+    ) -> FileRow:
+        """Store an upload under `name`: 400 for a bad or taken name or an unreadable file, 413 if too large.
+
+        The format comes from `original_name`'s extension, else from the content (the SDK sends bare names).
+        """
+        staged: StagedBlob | None = content if isinstance(content, StagedBlob) else None
+        try:
+            key = check_file_name(name)
+            if await self.find(key) is not None:
+                raise file_exists(key)
+            if staged is None:
+                staged = await self.stage(content)  # type: ignore[arg-type]
+            original = os.path.basename((original_name or "").replace("\x00", "")) or key
+            suffix = Path(original).suffix.lower().lstrip(".")
+            detected = None if suffix in SUPPORTED else await asyncio.to_thread(detect_extension, staged.path)
+            ext = detected or suffix
+            shown = key if original == key else f"{key} ({original})"
+            parsed = await asyncio.to_thread(parse_file, staged.path, shown, ext)
+            if isinstance(parsed, Tabular):
+                check_storable(parsed.columns, f"columns of file {shown}")
+            new = NewFile(
+                name=key,
+                original_name=original,
+                content_type=_content_type((content_type or "").replace("\x00", ""), ext),
+                extension=ext,
+                size_bytes=staged.size,
+                sha256=staged.sha256,
+                row_count=len(parsed.rows) if isinstance(parsed, Tabular) else None,
+                page_count=None if isinstance(parsed, Tabular) else parsed.page_count,
+                columns=parsed.columns if isinstance(parsed, Tabular) else None,
+            )
+            async with self.db.transaction() as conn:
+                await repo.lock_blob(conn, staged.sha256)
+                row = await repo.insert_new(conn, new)
+                if row is None:
+                    raise file_exists(key)
+                await asyncio.to_thread(self._place, staged)
+        finally:
+            if staged is not None:
+                staged.path.unlink(missing_ok=True)
+        self._remember(row, parsed)
+        return row
+
+    def _place(self, staged: StagedBlob) -> None:
+        target = self.blob_path(staged.sha256)
+        if not target.exists():  # else the same bytes are stored already
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(staged.path, target)
+
+    async def delete(self, name: str) -> None:
+        """Remove the name, and its blob once no other name uses it. Unknown: MindsDB's 400."""
+        async with self.db.transaction() as conn:
+            row = await repo.delete(conn, name.lower())
+        if row is None:
+            raise BadRequest(
+                f"There was an error while trying to delete file with name '{name}'", title="Error deleting file"
+            )
+        async with self.db.transaction() as conn:
+            await repo.lock_blob(conn, row.sha256)
+            if not await repo.blob_in_use(conn, row.sha256):
+                await asyncio.to_thread(self.blob_path(row.sha256).unlink, missing_ok=True)
+                self._cache.pop((row.sha256, row.extension), None)
+
+    async def open_parsed(self, name: str) -> ParsedFile:
+        """The file's table or text sections, parsed again from disk (recent small files are cached).
+        Callers must not modify the result."""
+        row = await self.get(name)
+        cached = self._cache.get((row.sha256, row.extension))
+        if cached is not None:
+            self._cache.move_to_end((row.sha256, row.extension))
+            return cached
+        path = self.blob_path(row.sha256)
+        if not path.exists():
+            raise NotFound(f"The content of file {row.name} is missing from {self.root}", title="File not found")
+        parsed = await asyncio.to_thread(parse_file, path, row.name, row.extension)
+        self._remember(row, parsed)
+        return parsed
+
+    def _remember(self, row: FileRow, parsed: ParsedFile) -> None:
+        if row.size_bytes <= CACHE_MAX_FILE_BYTES:
+            self._cache[(row.sha256, row.extension)] = parsed
+            self._cache.move_to_end((row.sha256, row.extension))
+            while len(self._cache) > CACHE_ENTRIES:
+                self._cache.popitem(last=False)
+
+
+def _content_type(given: str | None, ext: str) -> str:
+    if given and given.split(";")[0].strip() not in ("", "application/octet-stream"):
+        return given
+    return mimetypes.guess_type(f"file.{ext}")[0] or "application/octet-stream"
+
+
+def detect_extension(path: Path) -> str | None:
+    """The format of a file without a usable extension (the SDK uploads DataFrames as bare CSV), or None."""
+    with path.open("rb") as f:
+        head = f.read(65536)
+    if head.startswith(b"%PDF"):
+        return "pdf"
+    if head.startswith(b"PK\x03\x04"):
+        try:
+            with zipfile.ZipFile(path) as archive:
+                names = archive.namelist()
+        except zipfile.BadZipFile:
+            return None
+        return next((ext for prefix, ext in OFFICE if any(n.startswith(prefix) for n in names)), None)
+    try:
+        text = decode_text(head, partial=True)
+    except UnicodeError:
+        return None
+    start = text.lstrip()[:64].lower()
+    if start.startswith(("{", "[")):
+        return "json"
+    if start.startswith(("<!doctype html", "<html", "<head", "<body")):
+        return "html"
+    return "csv" if _looks_tabular(text) else "txt"
+
+
+def _looks_tabular(text: str) -> bool:
+    """Two or more lines (the last may be cut), all with the same number (> 1) of sniffed fields."""
+    lines = [line for line in text.splitlines()[:21] if line.strip()][:-1] or text.splitlines()[:1]
+    try:
+        delimiter = csv.Sniffer().sniff("\n".join(lines), delimiters=",;\t|").delimiter
+    except csv.Error:
+        return False
+    widths = {len(record) for record in csv.reader(lines, delimiter=delimiter)}
+    return len(lines) >= 2 and len(widths) == 1 and widths.pop() >= 2
