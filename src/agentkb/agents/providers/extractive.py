@@ -4,8 +4,8 @@ A deterministic planner (a pydantic-ai `FunctionModel`) that
 1. calls `kb_list_tool`, then `kb_query_tool` once per knowledge base with
    `SELECT * FROM <project>.<kb> WHERE content = '<question>' LIMIT 5`;
 2. for an agent with tables only, calls `sql_db_list_tables` (it writes no SQL over tables);
-3. answers with the three most relevant passages across the knowledge bases, quoted with their sources,
-   or says that it found none.
+3. answers with the most relevant passages across the knowledge bases (at most three, none more than
+   0.15 below the best relevance), quoted with their sources, or says that it found none.
 It never paraphrases or reasons: the answer is the retrieved text.
 """
 
@@ -31,6 +31,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from agentkb.agents.providers.base import ProviderContext, register
 
 TOP_PASSAGES = 3
+RELEVANCE_MARGIN = 0.15  # passages this far below the best are left out (they rarely answer the question)
+ROWS_SOURCE = "TextChunkingPreprocessor"  # the `_source` of rows and query results: cite the chunk instead
 PER_KB_LIMIT = 5
 MAX_PASSAGE_CHARS = 600
 _CSV_MARKER = "Result in CSV format (dialect is 'excel'):\n"
@@ -79,7 +81,9 @@ def parse_passages(kb: str, observation: str) -> list[Passage]:
             relevance = float(row.get("relevance") or 0.0)
         except ValueError:
             relevance = 0.0
-        source = _source(row.get("metadata") or "") or row.get("chunk_id") or row.get("id") or ""
+        source = _source(row.get("metadata") or "")
+        if not source or source == ROWS_SOURCE:
+            source = row.get("chunk_id") or row.get("id") or ""
         passages.append(Passage(kb=kb, text=text, source=source, relevance=relevance))
     return passages
 
@@ -107,6 +111,8 @@ def compose_answer(passages: list[Passage], kb_names: list[str], table_names: li
             f"and it has no knowledge bases. Its tables: {tables}. Configure an LLM provider to query them."
         )
     best = sorted(passages, key=lambda p: p.relevance, reverse=True)[:TOP_PASSAGES]
+    if best:
+        best = [p for p in best if p.relevance >= best[0].relevance - RELEVANCE_MARGIN]
     if not best:
         return f"I found no relevant passages in {', '.join(kb_names)}."
     lines = [f"{i}. {_clip(p.text)} (source: {p.kb}, {p.source})" for i, p in enumerate(best, 1)]
