@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from agentkb import __version__
+from agentkb.cli_ingest import ingest
 
 app = typer.Typer(help="agentkb: AI agents over knowledge bases and SQL data.", no_args_is_help=True)
 
@@ -72,6 +73,9 @@ def worker(
         asyncio.run(run_worker(settings))
     except KeyboardInterrupt:
         pass
+
+
+app.command("ingest")(ingest)
 
 
 @app.command()

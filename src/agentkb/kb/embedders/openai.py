@@ -75,8 +75,10 @@ class OpenAIEmbedder(Embedder):
         super().__init__(model_name)
         if batch_size <= 0 or concurrency <= 0 or max_attempts <= 0:
             raise ValueError("batch_size, concurrency and max_attempts must be positive")
-        self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         self.base_url = base_url.rstrip("/")
+        # OPENAI_API_KEY goes to OpenAI only, never to another server named by base_url
+        official = "api.openai.com" in self.base_url
+        self.api_key = api_key if api_key is not None else (os.environ.get("OPENAI_API_KEY") if official else None)
         self.url = f"{self.base_url}/embeddings"
         self.dimensions = dimensions
         self.batch_size = batch_size
