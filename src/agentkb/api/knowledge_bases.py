@@ -20,7 +20,7 @@ from agentkb.api.schemas import (
     kb_record,
 )
 from agentkb.errors import BadRequest
-from agentkb.kb.search import DEFAULT_ALPHA, SearchOptions
+from agentkb.kb.search import DEFAULT_ALPHA, DEFAULT_FUSION_K, SearchOptions
 from agentkb.ingest.pipeline import IngestStats
 from agentkb.service.ingest import InsertInput
 from agentkb.service.knowledge_bases import KnowledgeBaseInput
@@ -100,6 +100,7 @@ async def search_knowledge_base(project_name: str, kb_name: str, body: SearchReq
         relevance_threshold=body.relevance_threshold,
         hybrid=body.hybrid_search,
         alpha=body.hybrid_search_alpha if body.hybrid_search_alpha is not None else DEFAULT_ALPHA,
+        fusion_k=body.fusion_k if body.fusion_k is not None else DEFAULT_FUSION_K,
     )
     hits = await services.search.search(project_name, kb_name, options)
     return JSON([h.as_dict() for h in hits])

@@ -10,6 +10,7 @@ import numpy as np
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb.kb.filters import compile_filters
+from agentkb.kb.lexical import BM25Index
 from agentkb.sql.kbquery import Filter
 from agentkb.storage import chunk_search
 from agentkb.storage.chunk_search import Row
@@ -74,7 +75,12 @@ def _hit(row: Row) -> Hit:
 
 
 async def search(
-    conn: AsyncConnection, table: str, dim: int, options: SearchOptions, query_vector: np.ndarray | None
+    conn: AsyncConnection,
+    table: str,
+    dim: int,
+    options: SearchOptions,
+    query_vector: np.ndarray | None,
+    lexical: BM25Index | None = None,
 ) -> list[Hit]:
     """Content search (needs `query_vector`) or, with no `query`, a filtered listing of chunks."""
     where, params = compile_filters(options.filters)
@@ -88,7 +94,10 @@ async def search(
     alpha = 1.0 if not options.hybrid else options.alpha
     vector_rows = await chunk_search.vector_top_k(conn, table, dim, query_vector, candidates, where, params)
     text_rows: list[Row] = []
-    if alpha < 1.0:
+    if alpha < 1.0 and lexical is not None:  # BM25, then the filters and distances from PostgreSQL
+        ids = lexical.search(options.query, candidates if where == "TRUE" else candidates * 5)
+        text_rows = (await chunk_search.rows_by_ids(conn, table, dim, ids, query_vector, where, params))[:candidates]
+    elif alpha < 1.0:  # no BM25 index yet: PostgreSQL full text
         text_rows = await chunk_search.text_top_k(
             conn, table, dim, options.query, query_vector, candidates, where, params
         )

@@ -9,6 +9,7 @@ from typing import Any
 from agentkb.errors import kb_not_found
 from agentkb.kb.embedders.registry import EmbedderRegistry
 from agentkb.kb.filters import compile_filters
+from agentkb.kb.lexical import LexicalIndexes
 from agentkb.kb.search import Hit, SearchOptions, search
 from agentkb.service import projects
 from agentkb.service.validation import is_identifier
@@ -38,6 +39,7 @@ class SearchService:
     def __init__(self, db: Database, embedders: EmbedderRegistry) -> None:
         self.db = db
         self.embedders = embedders
+        self.lexical = LexicalIndexes()
 
     async def knowledge_base(self, project_name: str, kb_name: str) -> KnowledgeBaseRow:
         async with self.db.connect() as conn:
@@ -55,8 +57,19 @@ class SearchService:
         vector = None
         if options.query is not None:
             vector = await self.embedders.get(kb.embedding_model).embed_query(options.query)
+        lexical = None
+        if options.query is not None and options.hybrid and options.alpha < 1.0:
+            lexical = await self.lexical.get(kb.id, kb.updated_at, lambda: self._chunk_count(kb),
+                                             lambda: self._texts(kb))
         async with self.db.connect() as conn:
-            return await search(conn, kb.storage_table, kb.vector_dim, options, vector)
+            return await search(conn, kb.storage_table, kb.vector_dim, options, vector, lexical)
+
+    async def _chunk_count(self, kb: KnowledgeBaseRow) -> int:
+        return (await self.counts(kb))[1]
+
+    async def _texts(self, kb: KnowledgeBaseRow) -> tuple[list[str], list[str]]:
+        async with self.db.connect() as conn:
+            return await chunk_search.all_texts(conn, kb.storage_table)
 
     async def query(self, query: KBQuery, default_project: str) -> tuple[KnowledgeBaseRow, list[Hit]]:
         kb = await self.knowledge_base(query.project or default_project, query.kb)

@@ -70,6 +70,28 @@ async def text_top_k(
     return [Row(r.chunk_id, r.doc_id, r.content, r.metadata, float(r.distance), float(r.rank)) for r in rows]
 
 
+async def rows_by_ids(
+    conn: AsyncConnection, table: str, dim: int, chunk_ids: list[str], query: np.ndarray, where: str,
+    params: dict[str, Any],
+) -> list[Row]:
+    """The given chunks that pass `where`, in the given order, with their vector distances."""
+    if not chunk_ids:
+        return []
+    distance = f"{vector_expr(dim)} <=> {_query_vector(dim)}"
+    rows = await conn.execute(
+        text(f"SELECT chunk_id, doc_id, content, metadata, {distance} AS distance FROM {table} "
+             f"WHERE chunk_id = ANY(:ids) AND {where}"),
+        {**params, "ids": chunk_ids, "qvec": query},
+    )
+    found = {r.chunk_id: Row(r.chunk_id, r.doc_id, r.content, r.metadata, float(r.distance)) for r in rows}
+    return [found[c] for c in chunk_ids if c in found]
+
+
+async def all_texts(conn: AsyncConnection, table: str) -> tuple[list[str], list[str]]:
+    rows = (await conn.execute(text(f"SELECT chunk_id, content FROM {table} ORDER BY chunk_id"))).all()
+    return [r.chunk_id for r in rows], [r.content for r in rows]
+
+
 async def listing(
     conn: AsyncConnection, table: str, limit: int, offset: int, where: str, params: dict[str, Any]
 ) -> list[Row]:

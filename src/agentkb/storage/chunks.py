@@ -45,6 +45,7 @@ async def create_chunk_table(conn: AsyncConnection, table: str, dim: int) -> Non
         f"CREATE INDEX {table}_hnsw ON {table} USING hnsw ({vector_expr(dim)} {distance_ops(dim)})",
         f"CREATE INDEX {table}_tsv ON {table} USING gin (tsv)",
         f"CREATE INDEX {table}_doc ON {table} (doc_id)",
+        f"CREATE INDEX {table}_hash ON {table} (content_hash)",
         f"CREATE INDEX {table}_meta ON {table} USING gin (metadata jsonb_path_ops)",
     ):
         await conn.execute(text(statement))
