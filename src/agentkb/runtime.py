@@ -91,6 +91,7 @@ async def open_runtime(settings: Settings, *, run_worker: bool) -> AsyncIterator
                     await jobs.release(conn, services.ingest.worker_id)
             services.data_sources.close()
             await services.embedders.aclose()
+            await services.search.aclose()
         await http_client.aclose()
         await db.close()
         if embedded is not None:

@@ -242,3 +242,26 @@ def test_insert_from_mariadb_and_postgres_queries(client: httpx.Client, unique: 
     assert top["id"] == 12 and top["metadata"]["topic"] == "baking"
     top = search(client, kb, query="space launch weather", filters={"topic": "space"})
     assert {h["id"] for h in top} == {1, 11}
+
+
+def test_llm_reranking(client: httpx.Client, unique: str) -> None:
+    from tests.agents.llm_stub import LLMStub, error, text
+
+    with LLMStub() as llm:
+        kb = f"rerank_{unique}"
+        create_kb(client, kb, reranking_model={"provider": "openai", "model_name": "judge", "api_key": "sk-r",
+                                               "base_url": llm.base_url})
+        insert(client, kb, rows=ANIMALS)
+        llm.script(text('{"scores": [0.1, 0.9, 0.2, 0.95, 0.3]}'))
+        hits = search(client, kb, query="animals that live in groups", limit=5)
+        prompt = llm.requests[-1].body["messages"][0]["content"]
+        order = [line.split(": ", 1)[1] for line in prompt.splitlines() if line.startswith("Passage ")]
+        by_text = {a["content"]: a["id"] for a in ANIMALS}
+        ranked = [by_text[order[i]] for i in (3, 1)]  # the passages scored 0.95 and 0.9, best first
+        assert [h["id"] for h in hits] == ranked  # below the 0.5 default threshold: dropped
+        assert [h["relevance"] for h in hits] == [0.95, 0.9]
+        assert llm.requests[-1].headers["authorization"] == "Bearer sk-r"
+        assert len(search(client, kb, query="animals", reranking=False)) == 5  # opt out per query
+        llm.script(error(500, "judge is down"))
+        r = client.post(f"{P}/knowledge_bases/{kb}/search", json={"query": "animals"})
+        assert_problem(r, 502)

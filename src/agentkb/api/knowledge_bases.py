@@ -101,6 +101,7 @@ async def search_knowledge_base(project_name: str, kb_name: str, body: SearchReq
         hybrid=body.hybrid_search,
         alpha=body.hybrid_search_alpha if body.hybrid_search_alpha is not None else DEFAULT_ALPHA,
         fusion_k=body.fusion_k if body.fusion_k is not None else DEFAULT_FUSION_K,
+        rerank=body.reranking,
     )
     hits = await services.search.search(project_name, kb_name, options)
     return JSON([h.as_dict() for h in hits])

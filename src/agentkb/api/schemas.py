@@ -187,6 +187,7 @@ class SearchRequest(BaseModel):
     hybrid_search: bool = Field(True, description="Fuse vector and full-text rankings; false: vector only.")
     hybrid_search_alpha: float | None = Field(None, ge=0, le=1, description="Weight of the vector ranking.")
     fusion_k: int | None = Field(None, ge=1, le=1000, description="Reciprocal rank fusion constant k.")
+    reranking: bool = Field(True, description="Rerank with the KB's reranking_model, when it has one.")
     relevance_threshold: float | None = Field(None, ge=0, le=1)
 
 

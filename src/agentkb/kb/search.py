@@ -33,6 +33,7 @@ class SearchOptions:
     hybrid: bool = True
     alpha: float = DEFAULT_ALPHA    # weight of the vector ranking; 1 - alpha for full text
     fusion_k: int = DEFAULT_FUSION_K
+    rerank: bool = True             # use the KB's reranking_model, if it has one
 
 
 @dataclass(frozen=True, slots=True)

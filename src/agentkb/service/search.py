@@ -6,11 +6,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import httpx
+
 from agentkb.errors import kb_not_found
 from agentkb.kb.embedders.registry import EmbedderRegistry
 from agentkb.kb.filters import compile_filters
 from agentkb.kb.lexical import LexicalIndexes
-from agentkb.kb.search import Hit, SearchOptions, search
+from agentkb.kb import rerank
+from agentkb.kb.search import DEFAULT_LIMIT, MAX_CONTENT_LIMIT, Hit, SearchOptions, search
 from agentkb.service import projects
 from agentkb.service.validation import is_identifier
 from agentkb.sql.kbquery import Filter, KBQuery
@@ -32,6 +35,8 @@ def options_from_query(query: KBQuery) -> SearchOptions:
         options = replace(options, hybrid=query.hybrid_search)
     if query.hybrid_search_alpha is not None:
         options = replace(options, hybrid=True, alpha=query.hybrid_search_alpha)
+    if query.reranking is not None:
+        options = replace(options, rerank=query.reranking)
     return options
 
 
@@ -40,6 +45,17 @@ class SearchService:
         self.db = db
         self.embedders = embedders
         self.lexical = LexicalIndexes()
+        self._http: httpx.AsyncClient | None = None
+
+    @property
+    def http(self) -> httpx.AsyncClient:
+        if self._http is None:
+            self._http = httpx.AsyncClient()
+        return self._http
+
+    async def aclose(self) -> None:
+        if self._http is not None:
+            await self._http.aclose()
 
     async def knowledge_base(self, project_name: str, kb_name: str) -> KnowledgeBaseRow:
         async with self.db.connect() as conn:
@@ -54,6 +70,16 @@ class SearchService:
         return await self.search_kb(kb, options)
 
     async def search_kb(self, kb: KnowledgeBaseRow, options: SearchOptions) -> list[Hit]:
+        reranker = kb.reranking_model if options.rerank and options.query is not None else None
+        if reranker:
+            limit = min(options.limit if options.limit is not None else DEFAULT_LIMIT, MAX_CONTENT_LIMIT)
+            wide = replace(options, limit=rerank.candidates_for(limit), relevance_threshold=None)
+            hits = await self._search(kb, wide)
+            return await rerank.rerank(self.http, reranker, options.query or "", hits,
+                                       options.relevance_threshold, limit)
+        return await self._search(kb, options)
+
+    async def _search(self, kb: KnowledgeBaseRow, options: SearchOptions) -> list[Hit]:
         vector = None
         if options.query is not None:
             vector = await self.embedders.get(kb.embedding_model).embed_query(options.query)
