@@ -54,7 +54,7 @@ class Settings(BaseSettings):
     max_upload_bytes: int = Field(
         default=100 * 1024 * 1024, description="Largest file accepted by `PUT /api/files/{name}`; larger gets 413."
     )
-    db_pool_size: int = Field(default=10, description="Connections kept in the PostgreSQL pool.")
+    db_pool_size: int = Field(default=20, description="Connections kept in the PostgreSQL pool.")
     worker_enabled: bool = Field(
         default=True, description="Run an ingestion worker inside the API server for async inserts."
     )

@@ -39,7 +39,9 @@ class Database:
             self.url,
             pool_size=pool_size,
             max_overflow=pool_size,
-            pool_pre_ping=True,
+            # no pre-ping: it costs a round trip per checkout; a dropped connection fails one request and
+            # SQLAlchemy then invalidates the pool
+            pool_recycle=3600,
             json_serializer=_dumps,
             json_deserializer=orjson.loads,
         )
