@@ -99,3 +99,24 @@ def test_agents_in_sql_and_errors(client: httpx.Client, unique: str) -> None:
     for bad in ("UPDATE x SET a = 1", "SELEC nonsense", "SELECT * FROM no_such_thing.t", "CREATE TABLE t (a int)"):
         answer = sql(client, bad)
         assert answer["type"] == "error" and answer["error_message"], (bad, answer)
+
+
+def test_files_and_tables_as_mindsdb_exposes_them(client: httpx.Client, unique: str) -> None:
+    name = f"sqlfile_{unique}"
+    csv = b"id,fruit,price\n1,apple,1.5\n2,pear,2.25\n"
+    r = client.put(f"/api/files/{name}", files={"file": (f"{name}.csv", csv)}, data={"original_file_name": f"{name}.csv"})
+    assert r.status_code == 200, r.text
+    sources = table(client, "select NAME, ENGINE from information_schema.databases where TYPE='data'")
+    assert {"NAME": "files", "ENGINE": "files"} in sources
+    assert [r["fruit"] for r in table(client, f"SELECT fruit FROM files.{name} WHERE price > 2")] == ["pear"]
+    assert {f"Tables_in_files": name} in table(client, "SHOW TABLES", db="files")
+
+    t = f"ctx_{unique}"
+    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/test", autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY)")
+        conn.execute(f"INSERT INTO {t} VALUES (7)")
+    ds = f"ctx_src_{unique}"
+    ok(client, f"CREATE DATABASE {ds} WITH ENGINE = 'postgres', PARAMETERS = "
+               "{'host': '127.0.0.1', 'port': 5432, 'user': 'postgres', 'database': 'test'}")
+    assert table(client, f"SELECT id FROM {t}", db=ds) == [{"id": 7}]  # bare table in the source's context
+    assert {f"Tables_in_{ds}": t} in table(client, "SHOW TABLES", db=ds)

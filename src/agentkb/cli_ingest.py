@@ -19,7 +19,7 @@ import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import IO, TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
@@ -166,7 +166,7 @@ class Ingest:
                 response = self.client.put(
                     f"/api/files/{name}",
                     data={"original_file_name": path.name, "source_type": "file", "name": name},
-                    files={"file": (path.name, body, "application/octet-stream")},
+                    files={"file": (path.name, cast(IO[bytes], body), "application/octet-stream")},
                 )
             finally:
                 body.close()
@@ -248,7 +248,14 @@ class Ingest:
         return job
 
     def _follow_bar(self, job_id: str) -> dict[str, Any]:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            SpinnerColumn,
+            TextColumn,
+            TimeElapsedColumn,
+        )
 
         job: dict[str, Any] = {}
         with Progress(SpinnerColumn(), TextColumn("[bold]{task.fields[state]:<9}"), BarColumn(),
@@ -314,17 +321,17 @@ def _ask_cancel(console: Console, job_id: str) -> bool:
 def ingest(
     kb: Annotated[str, typer.Argument(help="The knowledge base to insert into (it must exist).")],
     project: Annotated[str, typer.Option(help="Project of the knowledge base.")] = "mindsdb",
-    file: Annotated[Optional[list[Path]], typer.Option(
+    file: Annotated[list[Path] | None, typer.Option(
         "--file", "-f", exists=True, dir_okay=False, readable=True,
         help="A file to upload and insert (PDF, DOCX, PPTX, HTML, Markdown, TXT, CSV, TSV, XLSX, JSON, "
              "JSONL); repeat for more.")] = None,
-    url: Annotated[Optional[list[str]], typer.Option(
+    url: Annotated[list[str] | None, typer.Option(
         "--url", "-u", help="A start URL to crawl; repeat for more.")] = None,
-    crawl_depth: Annotated[Optional[int], typer.Option(
+    crawl_depth: Annotated[int | None, typer.Option(
         min=0, help="Link hops followed from the start URLs (server default 1; 0 = the start pages only).")] = None,
-    limit: Annotated[Optional[int], typer.Option(
+    limit: Annotated[int | None, typer.Option(
         min=1, help="Most pages to crawl (server default 1000, at most 10000).")] = None,
-    allowed_domain: Annotated[Optional[list[str]], typer.Option(
+    allowed_domain: Annotated[list[str] | None, typer.Option(
         "--allowed-domain", help="Follow links only to this domain (and its subdomains); repeat for more. "
                                  "Default: the start URLs' domains.")] = None,
     server: Annotated[str, typer.Option(help="Base URL of the agentkb server.")] = DEFAULT_SERVER,

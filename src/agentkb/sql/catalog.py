@@ -73,6 +73,11 @@ def matches(where: ast.ASTNode | None, row: dict[str, Any]) -> bool:
         return any(_eq(left, r) for r in right)
     if op == "not in":
         return not any(_eq(left, r) for r in right)
+    if op in ("<", "<=", ">", ">="):
+        try:
+            return bool({"<": left < right, "<=": left <= right, ">": left > right, ">=": left >= right}[op])
+        except TypeError:
+            return False
     if op == "is":
         return left is right
     if op == "is not":
@@ -83,6 +88,7 @@ def matches(where: ast.ASTNode | None, row: dict[str, Any]) -> bool:
 def database_rows(projects: list[str], sources: list[Any]) -> Rows:
     rows: Rows = [{"NAME": "information_schema", "TYPE": "system", "ENGINE": None, "CONNECTION_DATA": None}]
     rows += [{"NAME": p, "TYPE": "project", "ENGINE": None, "CONNECTION_DATA": None} for p in projects]
+    rows.append({"NAME": "files", "TYPE": "data", "ENGINE": "files", "CONNECTION_DATA": {}})  # uploaded files
     rows += [{"NAME": s.name, "TYPE": "data", "ENGINE": s.engine, "CONNECTION_DATA": mask_parameters(s.parameters)}
              for s in sources]
     return rows

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import sqlalchemy
 from mindsdb_sql_parser import ast, parse_sql
 
 from agentkb.errors import AgentKBError, BadRequest, NotFound
@@ -24,6 +25,7 @@ from agentkb.kb.search import COLUMNS as KB_RESULT_COLUMNS
 from agentkb.service.agents import AgentInput
 from agentkb.service.ingest import InsertInput
 from agentkb.service.knowledge_bases import KnowledgeBaseInput
+from agentkb.ingest.files import Tabular
 from agentkb.sql import catalog, pushdown
 from agentkb.sql.kbquery import parse_kb_select_ast, strip_wrappers
 
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
     from agentkb.api.deps import Services
 
 MAX_PUSHDOWN_ROWS = 10_000
+FILES = "files"  # MindsDB's data source of uploaded files
 AgentAnswer = Callable[[str, str, str], Awaitable[str]]  # (project, agent, question) -> answer
 
 
@@ -103,7 +106,19 @@ class SQLExecutor:
                 rows = [[h.as_dict().get(c, h.metadata.get(c)) for c in columns] for h in hits]
                 return Result("table", columns, rows, db=db)
             return await self._agent_select(select, project, name)
+        if namespace.lower() == FILES:
+            return await self._file_select(select, name)
+        if len(parts) == 1:  # a bare table in a data source's context: qualify it for the pushdown
+            select.from_table = ast.Identifier(parts=[namespace, name], alias=select.from_table.alias)
         return await self._pushdown(select, namespace)
+
+    async def _file_select(self, select: ast.Select, name: str) -> Result:
+        """`SELECT ... FROM files.<name>`: the rows of an uploaded table file (CSV, XLSX, JSON)."""
+        parsed = await self.s.files.open_parsed(name.lower())
+        if not isinstance(parsed, Tabular):
+            raise BadRequest(f"File {name} is a document, not a table; insert it into a knowledge base instead")
+        columns, data = catalog.select_rows(select, parsed.columns, parsed.rows)
+        return Result("table", columns, [[jsonable(v) for v in row] for row in data])
 
     async def _is_project(self, name: str) -> bool:
         try:
@@ -194,6 +209,8 @@ class SQLExecutor:
             rows, columns = await self._kb_rows(db), catalog.KB_COLUMNS
         elif category == "AGENTS":
             rows, columns = await self._agent_rows(db), catalog.AGENT_COLUMNS
+        elif category in ("TABLES", "FULL_TABLES"):
+            return await self._show_tables(show, db)
         elif category == "PROJECTS":
             rows, columns = [{"NAME": p.name} for p in await self.s.projects.list()], ["NAME"]
         else:
@@ -202,6 +219,21 @@ class SQLExecutor:
             rows = [r for r in rows if catalog.like(next(iter(r.values())), show.like)]
         rows = [r for r in rows if catalog.matches(show.where, r)]
         return Result("table", columns, [[r[c] for c in columns] for r in rows], db=db)
+
+    async def _show_tables(self, show: ast.Show, db: str) -> Result:
+        source = str(show.from_table.parts[-1]) if show.from_table is not None else db
+        if source.lower() == FILES:
+            names = [f.name for f in await self.s.files.list()]
+        elif await self._is_project(source):
+            project = source.lower()
+            names = [kb.name for kb in await self.s.knowledge_bases.list(project)]
+            names += [a.name for a in await self.s.agents.list(project)]
+        else:
+            engine, _ = await self.s.data_sources.engine_for(source)
+            names = await asyncio.to_thread(lambda: sorted(sqlalchemy.inspect(engine).get_table_names()))
+        if show.like is not None:
+            names = [n for n in names if catalog.like(n, show.like)]
+        return Result("table", [f"Tables_in_{source}"], [[n] for n in names], db=db)
 
     async def _use(self, use: ast.Use, db: str, params: Any) -> Result:
         name = str(use.value.parts[-1])
