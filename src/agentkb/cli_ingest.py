@@ -182,7 +182,11 @@ class Ingest:
     def submit(self, body: dict[str, Any]) -> str:
         response = self.client.put(self.kb_path, params={"async": "true"}, json={"knowledge_base": body})
         if response.status_code != 202:
-            raise IngestError(f"insert refused: {problem(response)}")
+            why = problem(response)
+            if "Refusing to fetch" in why and "metadata" not in why:
+                why += (" (the server crawls private and loopback addresses only when it runs with "
+                        "AGENTKB_CRAWL_ALLOW_PRIVATE=true)")
+            raise IngestError(f"insert refused: {why}")
         job_id: str = response.json()["job_id"]
         self.console.print(f"job [bold]{job_id}[/] queued")
         return job_id
@@ -300,6 +304,8 @@ def summary(console: Console, job: dict[str, Any]) -> None:
     console.print(table)
     if job.get("error"):
         console.print(f"[red]error:[/] {escape(job['error'])}", highlight=False, soft_wrap=True)
+    if job["state"] in ("failed", "cancelled"):
+        console.print("nothing of this job was kept: an insert is applied whole or not at all")
     errors = job.get("errors") or []
     if errors:
         console.print(f"[yellow]{len(errors)} item(s) failed:[/]")

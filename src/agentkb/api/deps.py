@@ -33,7 +33,7 @@ class Services:
     completions: CompletionService
 
 
-def _services(request: Request) -> Services:
+async def _services(request: Request) -> Services:
     services: Services = request.app.state.services
     return services
 

@@ -60,7 +60,7 @@ class BM25Index:
         if not tokens or not tokens[0]:
             return []
         k = min(k, len(self.chunk_ids))
-        docs, scores = self.model.retrieve(tokens, k=k, show_progress=False, n_threads=1)
+        docs, scores = self.model.retrieve(tokens, k=k, show_progress=False, n_threads=0)  # 0: inline, no thread
         return [self.chunk_ids[int(d)] for d, s in zip(docs[0], scores[0]) if s > 0 and np.isfinite(s)]
 
 

@@ -22,7 +22,6 @@ from agentkb.agents.run import run_agent
 from agentkb.agents.tools import AgentTools
 from agentkb.agents.trace import RunTrace, public_model
 from agentkb.errors import BadRequest, NotFound, UpstreamError
-from agentkb.service import projects
 from agentkb.service.agents import AgentService
 from agentkb.service.data_sources import DataSourceService
 from agentkb.service.knowledge_bases import KnowledgeBaseService
@@ -137,9 +136,8 @@ class CompletionService:
         }
 
     async def _agent(self, project: str, agent_name: str) -> tuple[AgentRow, str]:
-        async with self.db.connect() as conn:
-            project_name = (await projects.resolve(conn, project)).name
-        return await self.agents.get(project_name, agent_name), project_name
+        agent = await self.agents.get(project, agent_name)  # 404s for the project or the agent
+        return agent, project.lower()
 
     def _tools(self, agent: AgentRow, project_name: str) -> AgentTools:
         return AgentTools(

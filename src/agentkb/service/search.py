@@ -9,10 +9,10 @@ from typing import Any
 import httpx
 
 from agentkb.errors import kb_not_found
+from agentkb.kb import rerank
 from agentkb.kb.embedders.registry import EmbedderRegistry
 from agentkb.kb.filters import compile_filters
 from agentkb.kb.lexical import LexicalIndexes
-from agentkb.kb import rerank
 from agentkb.kb.search import DEFAULT_LIMIT, MAX_CONTENT_LIMIT, Hit, SearchOptions, search
 from agentkb.service import projects
 from agentkb.service.validation import is_identifier
@@ -59,8 +59,9 @@ class SearchService:
 
     async def knowledge_base(self, project_name: str, kb_name: str) -> KnowledgeBaseRow:
         async with self.db.connect() as conn:
-            project = await projects.resolve(conn, project_name)
-            kb = await repo.get(conn, project.id, kb_name) if is_identifier(kb_name) else None
+            kb = await repo.get_in_project(conn, project_name.lower(), kb_name) if is_identifier(kb_name) else None
+            if kb is None:
+                await projects.resolve(conn, project_name)  # 404 for the project first, if that is what is missing
         if kb is None:
             raise kb_not_found(kb_name)
         return kb

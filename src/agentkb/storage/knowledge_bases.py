@@ -55,6 +55,12 @@ async def get(
     return _row(row) if row else None
 
 
+async def get_in_project(conn: AsyncConnection, project_name: str, name: str) -> KnowledgeBaseRow | None:
+    """One round trip for the hot path: the KB `name` of the project named `project_name`."""
+    row = (await conn.execute(_select().where(projects.c.name == project_name, kbs.c.name == name))).mappings().first()
+    return _row(row) if row else None
+
+
 async def get_by_id(conn: AsyncConnection, kb_id: int, *, for_update: bool = False) -> KnowledgeBaseRow | None:
     stmt = _select().where(kbs.c.id == kb_id)
     if for_update:

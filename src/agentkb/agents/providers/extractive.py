@@ -143,7 +143,7 @@ def _plan(context: ProviderContext, messages: list[ModelMessage], info: AgentInf
 
 @register("extractive")
 def extractive_model(context: ProviderContext) -> Model:
-    def plan(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    async def plan(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:  # async: no thread hop
         return _plan(context, messages, info)
 
     return FunctionModel(plan, model_name="extractive")
