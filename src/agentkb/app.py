@@ -9,7 +9,18 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from agentkb import __version__
-from agentkb.api import agents, completions, databases, errors, files, jobs, knowledge_bases, projects, sql, status
+from agentkb.api import (
+    agents,
+    completions,
+    databases,
+    errors,
+    files,
+    jobs,
+    knowledge_bases,
+    projects,
+    sql,
+    status,
+)
 from agentkb.api.middleware import RequestContext
 from agentkb.runtime import open_runtime
 from agentkb.settings import Settings

@@ -20,8 +20,8 @@ from agentkb.api.schemas import (
     kb_record,
 )
 from agentkb.errors import BadRequest
-from agentkb.kb.search import DEFAULT_ALPHA, DEFAULT_FUSION_K, SearchOptions
 from agentkb.ingest.pipeline import IngestStats
+from agentkb.kb.search import DEFAULT_ALPHA, DEFAULT_FUSION_K, SearchOptions
 from agentkb.service.ingest import InsertInput
 from agentkb.service.knowledge_bases import KnowledgeBaseInput
 from agentkb.sql.kbquery import Filter

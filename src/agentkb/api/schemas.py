@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -17,7 +17,7 @@ Id = int | str
 
 def timestamp(value: datetime) -> str:
     """MindsDB's `YYYY-MM-DD HH:MM:SS.ffffff`, in UTC."""
-    return value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
 
 
 class _Lenient(BaseModel):

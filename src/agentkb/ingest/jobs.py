@@ -46,7 +46,7 @@ class JobWorker:
         log.info("worker %s runs job %s (attempt %d)", self.ingest.worker_id, job.id, job.attempts)
         try:
             await self.ingest.run_job(job)
-        except Exception:  # recorded on the job by run_job
+        except Exception:  # noqa: BLE001 - run_job has recorded it on the job
             log.info("job %s ended with an error", job.id)
         self.jobs_run += 1
         return True
@@ -59,7 +59,7 @@ class JobWorker:
                     continue
             except asyncio.CancelledError:
                 raise
-            except Exception:
+            except Exception:  # the worker must outlive a bad poll (database restart, ...)
                 log.exception("worker loop error; retrying")
             self.ingest.queued.clear()
             with contextlib.suppress(asyncio.TimeoutError):

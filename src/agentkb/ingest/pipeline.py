@@ -71,7 +71,7 @@ class Ingestor:
         self.on_batch = on_batch
 
     async def _plan(self, documents: list[Document]) -> _Plan:
-        updated_at = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+        updated_at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
         by_doc: dict[str, dict[str, Document]] = {}
         for doc in documents:  # the last occurrence of a (document, column) wins
             by_doc.setdefault(doc.doc_id, {})[doc.content_column] = doc

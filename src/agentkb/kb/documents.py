@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,7 +42,7 @@ def content_id(content: str) -> str:
 def _text(value: Any) -> str | None:
     if value is None:
         return None
-    if isinstance(value, float) and value != value:  # NaN from DataFrames
+    if isinstance(value, float) and math.isnan(value):  # NaN from DataFrames
         return None
     if isinstance(value, (dict, list)):
         return json.dumps(value, ensure_ascii=False, default=str)
@@ -53,7 +54,7 @@ def _json_safe(value: Any) -> Any:
     if value is None or isinstance(value, (str, int, bool)):
         return value
     if isinstance(value, float):
-        return None if value != value or value in (float("inf"), float("-inf")) else value
+        return None if not math.isfinite(value) else value
     if isinstance(value, dict):
         return {str(k): _json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

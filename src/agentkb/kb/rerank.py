@@ -48,7 +48,7 @@ def _endpoint(model: dict[str, Any]) -> tuple[str, dict[str, str]]:
 
 
 def _scores(content: str, n: int) -> list[float]:
-    match = re.search(r"\{.*\}", content, re.S)
+    match = re.search(r"\{.*\}", content, re.DOTALL)
     data = json.loads(match.group(0) if match else content)
     scores = data["scores"] if isinstance(data, dict) else data
     if not isinstance(scores, list) or len(scores) != n:

@@ -21,11 +21,11 @@ import sqlalchemy
 from mindsdb_sql_parser import ast, parse_sql
 
 from agentkb.errors import AgentKBError, BadRequest, NotFound
+from agentkb.ingest.files import Tabular
 from agentkb.kb.search import COLUMNS as KB_RESULT_COLUMNS
 from agentkb.service.agents import AgentInput
 from agentkb.service.ingest import InsertInput
 from agentkb.service.knowledge_bases import KnowledgeBaseInput
-from agentkb.ingest.files import Tabular
 from agentkb.sql import catalog, pushdown
 from agentkb.sql.kbquery import parse_kb_select_ast, strip_wrappers
 
