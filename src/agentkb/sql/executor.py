@@ -101,7 +101,7 @@ class SQLExecutor:
             project = namespace.lower()
             if await self._kb_exists(project, name):
                 query = parse_kb_select_ast(select, db, params=params)
-                kb, hits = await self.s.search.query(query, db)
+                _kb, hits = await self.s.search.query(query, db)
                 columns = list(query.columns) if query.columns else list(KB_RESULT_COLUMNS)
                 rows = [[h.as_dict().get(c, h.metadata.get(c)) for c in columns] for h in hits]
                 return Result("table", columns, rows, db=db)
