@@ -153,3 +153,28 @@ def test_two_workers_drain_one_queue(tmp_path: Path) -> None:
                 worker.send_signal(signal.SIGTERM)
             for worker in workers:
                 worker.wait(timeout=30)
+
+
+def test_cancelled_synchronous_insert_answers_409(base_url: str, client: httpx.Client, unique: str) -> None:
+    import threading
+
+    kb = f"synccancel_{unique}"
+    with EmbeddingStub(delay_s=0.3) as slow:
+        stub_kb(client, kb, slow)
+        answer: dict[str, httpx.Response] = {}
+
+        def put() -> None:
+            with httpx.Client(base_url=base_url, timeout=120) as c:
+                answer["r"] = c.put(f"{P}/knowledge_bases/{kb}", json={"knowledge_base": {"rows": rows(3000)}})
+
+        thread = threading.Thread(target=put)
+        thread.start()
+        deadline = time.monotonic() + 30
+        while not (running := [j for j in client.get(f"{P}/knowledge_bases/{kb}/jobs").json()
+                               if j["state"] == "running"]):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        client.delete(f"{P}/knowledge_bases/{kb}/jobs/{running[0]['id']}")
+        thread.join(timeout=60)
+    assert_problem(answer["r"], 409)
+    assert client.get(f"{P}/knowledge_bases/{kb}").json()["document_count"] == 0

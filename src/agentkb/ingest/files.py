@@ -228,11 +228,14 @@ def _docx(path: Path) -> TextDocument:
     import docx
     from docx.text.paragraph import Paragraph
 
+    document = docx.Document(str(path))
+    # style id -> name once: `Paragraph.style` scans every style of the document on each read
+    style_names = {s.style_id: s.name or "" for s in document.styles}
     lines: list[str] = []
     headings: set[int] = set()
-    for block in docx.Document(str(path)).iter_inner_content():
+    for block in document.iter_inner_content():
         if isinstance(block, Paragraph):
-            style = block.style.name if block.style is not None else ""
+            style = style_names.get(block._p.style or "", "")
             if _DOCX_HEADING.match(style or "") and block.text.strip():
                 headings.add(len(lines))
             lines.append(block.text)

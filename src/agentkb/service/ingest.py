@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from agentkb.errors import AgentKBError, BadRequest, NotFound, kb_not_found
+from agentkb.errors import AgentKBError, BadRequest, Conflict, NotFound, kb_not_found
 from agentkb.ingest.pipeline import Ingestor, IngestStats
 from agentkb.kb.chunking import chunking_config
 from agentkb.kb.documents import ColumnSpec, Document, row_documents
@@ -159,6 +159,9 @@ class IngestService:
             await self._finish(job.id, "cancelled", progress, "cancelled on request")
             if isinstance(exc, asyncio.CancelledError):
                 asyncio.current_task().uncancel()  # type: ignore[union-attr]
+            if job.mode == "sync":  # the waiting request must not read "stored" as its answer
+                raise Conflict(f"Insert job {job.id} was cancelled; nothing of it was stored",
+                               title="Insert cancelled") from None
         except AgentKBError as exc:
             await self._finish(job.id, "failed", progress, exc.detail)
             raise
