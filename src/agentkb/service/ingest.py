@@ -211,6 +211,9 @@ class IngestService:
             ingestor = Ingestor(conn, kb.id, kb.storage_table, embedder, chunking_config(kb.params),
                                 on_batch=lambda stats: self._report(progress, stats))
             spec = column_spec(kb)
+            bulk = (await chunks.counts(conn, kb.storage_table))[1] == 0
+            if bulk:  # an empty KB: build its HNSW index once, after the load
+                await chunks.drop_vector_index(conn, kb.storage_table)
             if given.rows:
                 progress.add_items(len(given.rows))
                 await ingestor.run(_row_batches(given.rows, spec))
@@ -220,6 +223,8 @@ class IngestService:
             if given.query is not None:
                 await ingestor.run(self._query_batches(given.query, spec))
             progress.counts.update({k: getattr(ingestor.stats, k) for k in IngestStats.__slots__})
+            if bulk:
+                await chunks.build_vector_index(conn, kb.storage_table, kb.vector_dim)
             await repo.update(conn, kb.id, {})
 
     @staticmethod
