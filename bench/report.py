@@ -1,0 +1,47 @@
+"""`python -m bench report`: write docs/benchmarks.md from the newest result file of each benchmark."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from bench.common import RESULTS
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
+ORDER = ("startup", "ingest", "search", "beir", "crawl", "files", "http", "agent", "peer")
+
+
+def _table(rows: list[dict[str, Any]]) -> list[str]:
+    columns: list[str] = []
+    for row in rows:
+        columns += [c for c in row if c not in columns]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(str(row.get(c, "")) for c in columns) + " |" for row in rows]
+    return lines
+
+
+def main(argv: list[str]) -> None:
+    out = [
+        "# Benchmarks",
+        "",
+        "Produced by `python -m bench <name>` (tables below: the newest result file of each, under",
+        "`bench/results/`; regenerate this page with `python -m bench report`). `python -m bench all --quick`",
+        "runs everything but `peer` with small sizes. Figures are wall-clock on the machine named under each",
+        "table; on a shared 2-core machine they are noisy — compare ratios taken in the same run.",
+        "",
+    ]
+    for name in ORDER:
+        files = sorted(RESULTS.glob(f"{name}-*.json"))
+        if not files:
+            continue
+        data = json.loads(files[-1].read_text())
+        machine = data.get("machine", {})
+        rows = data.get("table") or data.get("runs") or []
+        out += [f"## {name}", "", f"`python -m bench {name}{' --quick' if data.get('quick') else ''}` — "
+                f"{data.get('when', '')[:19]} UTC, {machine.get('cpu', '?')}, {machine.get('cpu_count', '?')} CPUs"
+                + (f", model {data['model']}" if data.get("model") else ""), ""]
+        out += _table(rows) if rows else ["(no table)"]
+        out.append("")
+    DOC.write_text("\n".join(out))
+    print(f"wrote {DOC}")
