@@ -84,7 +84,7 @@ def write_result(name: str, payload: dict[str, Any], variant: str | None = None)
     overwrite the day's full one)."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}{'-' + variant if variant else ''}-{dt.date.today().isoformat()}.json"
-    document = {"benchmark": name, "when": dt.datetime.now(dt.timezone.utc).isoformat(), "machine": machine()}
+    document = {"benchmark": name, "when": dt.datetime.now(dt.UTC).isoformat(), "machine": machine()}
     document.update(payload)
     path.write_text(json.dumps(document, indent=2, default=str))
     print(f"\nwrote {path}")

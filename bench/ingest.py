@@ -24,13 +24,21 @@ import datetime as dt
 import shutil
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import httpx
 import psutil
 
-from bench.common import CACHE, TextGenerator, add_counts, check, ingest_counts, print_table, rate, write_result
+from bench.common import (
+    CACHE,
+    TextGenerator,
+    add_counts,
+    check,
+    ingest_counts,
+    print_table,
+    rate,
+    write_result,
+)
 from bench.server import agentkb_server, cpu_delta, cpu_seconds, py_spy, top_frames
 from bench.stubs import StubServer
 

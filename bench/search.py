@@ -229,7 +229,7 @@ def main(argv: list[str]) -> None:
                       "server cpu ms/query": (f"{r['cpu_ms_per_query']['server_python_cpu_s']} + pg "
                                               f"{r['cpu_ms_per_query']['postgres_cpu_s']}") if "cpu_ms_per_query" in r else "in-process"})
     print_table(f"search: {n:,} chunks (384-d, stub embedder), {q_n:,} sequential queries, limit 10, over HTTP", table)
-    print(f"\ntargets at 100 k: p50 ≤ 5 ms, p95 ≤ 15 ms, recall@10 ≥ 0.95")
+    print("\ntargets at 100 k: p50 ≤ 5 ms, p95 ≤ 15 ms, recall@10 ≥ 0.95")
     print(f"warm-up before measuring: vector {results['vector']['warmup_queries']} queries / "
           f"{results['vector']['warmup_s']}s, hybrid {results['hybrid']['warmup_queries']} queries / "
           f"{results['hybrid']['warmup_s']}s (until 20 in a row are fast: a first hybrid search may build an index)")
