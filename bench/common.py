@@ -83,6 +83,8 @@ def write_result(name: str, payload: dict[str, Any], variant: str | None = None)
     """bench/results/<name>[-<variant>]-<date>.json (e.g. variant "quick", so that a quick run does not
     overwrite the day's full one)."""
     RESULTS.mkdir(parents=True, exist_ok=True)
+    if variant is None and payload.get("quick"):
+        variant = "quick"
     path = RESULTS / f"{name}{'-' + variant if variant else ''}-{dt.date.today().isoformat()}.json"
     document = {"benchmark": name, "when": dt.datetime.now(dt.UTC).isoformat(), "machine": machine()}
     document.update(payload)

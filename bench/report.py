@@ -27,21 +27,23 @@ def main(argv: list[str]) -> None:
         "",
         "Produced by `python -m bench <name>` (tables below: the newest result file of each, under",
         "`bench/results/`; regenerate this page with `python -m bench report`). `python -m bench all --quick`",
-        "runs everything but `peer` with small sizes. Figures are wall-clock on the machine named under each",
+        "runs everything but `peer` with small sizes (about 6½ minutes on the 2-core machine below, 2026-11-22).",
+        "Full runs first, then the newest quick run of each. Figures are wall-clock on the machine named under each",
         "table; on a shared 2-core machine they are noisy — compare ratios taken in the same run.",
         "",
     ]
     for name in ORDER:
-        files = sorted(RESULTS.glob(f"{name}-*.json"))
-        if not files:
-            continue
-        data = json.loads(files[-1].read_text())
-        machine = data.get("machine", {})
-        rows = data.get("table") or data.get("runs") or []
-        out += [f"## {name}", "", f"`python -m bench {name}{' --quick' if data.get('quick') else ''}` — "
-                f"{data.get('when', '')[:19]} UTC, {machine.get('cpu', '?')}, {machine.get('cpu_count', '?')} CPUs"
-                + (f", model {data['model']}" if data.get("model") else ""), ""]
-        out += _table(rows) if rows else ["(no table)"]
-        out.append("")
+        full = sorted(f for f in RESULTS.glob(f"{name}-*.json") if "-quick-" not in f.name)
+        quick = sorted(RESULTS.glob(f"{name}-quick-*.json"))
+        for path in [*full[-1:], *quick[-1:]]:
+            data = json.loads(path.read_text())
+            machine = data.get("machine", {})
+            rows = data.get("table") or data.get("runs") or []
+            out += [f"## {name}{' (quick)' if '-quick-' in path.name else ''}", "",
+                    f"`python -m bench {name}{' --quick' if data.get('quick') else ''}` — "
+                    f"{data.get('when', '')[:19]} UTC, {machine.get('cpu', '?')}, {machine.get('cpu_count', '?')} CPUs"
+                    + (f", model {data['model']}" if data.get("model") else ""), ""]
+            out += _table(rows) if rows else ["(no table)"]
+            out.append("")
     DOC.write_text("\n".join(out))
     print(f"wrote {DOC}")
