@@ -26,12 +26,10 @@ from __future__ import annotations
 import argparse
 import os
 import socket
-import threading
 import time
 from typing import Any
 
 import httpx
-import uvicorn
 
 from bench.agent import Client, chunk_kinds
 from bench.common import TextGenerator, print_table, rate, summary_ms, write_result
@@ -50,20 +48,6 @@ class HostStub(StubServer):
         super().__init__(*args, **kwargs)
         self.bind = bind
         self.public_host = public_host or (bind if bind not in ("0.0.0.0", "::") else socket.gethostname())
-
-    def start(self) -> HostStub:
-        config = uvicorn.Config(self, host=self.bind, port=0, log_level="warning", lifespan="off", access_log=False)
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, name="bench-stub", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + 30
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the stub server did not start")
-            time.sleep(0.01)
-        port = self._server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://{self.public_host}:{port}/v1"
-        return self
 
 
 def _ok(response: httpx.Response, what: str) -> httpx.Response:

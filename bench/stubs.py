@@ -265,8 +265,11 @@ class StubServer:
         return {"provider": "openai", "model_name": model_name or self.model, "base_url": self.url,
                 "dimensions": dimensions, "api_key": "x"}
 
+    bind = "127.0.0.1"          # the interface to listen on
+    public_host = "127.0.0.1"   # the host name clients are given (see bench/peer.py's HostStub)
+
     def start(self) -> Self:
-        config = uvicorn.Config(self, host="127.0.0.1", port=0, log_level="warning", lifespan="off",
+        config = uvicorn.Config(self, host=self.bind, port=0, log_level="warning", lifespan="off",
                                 access_log=False)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, name="bench-stub", daemon=True)
@@ -277,7 +280,7 @@ class StubServer:
                 raise RuntimeError("the stub server did not start")
             time.sleep(0.01)
         port = self._server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}/v1"
+        self.url = f"http://{self.public_host}:{port}/v1"
         return self
 
     def stop(self) -> None:
