@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -15,9 +15,9 @@ app = typer.Typer(help="agentkb: AI agents over knowledge bases and SQL data.", 
 
 @app.command()
 def serve(
-    host: Annotated[Optional[str], typer.Option(help="Interface to bind (default 127.0.0.1).")] = None,
-    port: Annotated[Optional[int], typer.Option(help="Port (default 47334).")] = None,
-    data_dir: Annotated[Optional[Path], typer.Option(help="Data directory (default ~/.agentkb).")] = None,
+    host: Annotated[str | None, typer.Option(help="Interface to bind (default 127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default 47334).")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="Data directory (default ~/.agentkb).")] = None,
 ) -> None:
     """Start the HTTP service."""
     import uvicorn
@@ -34,7 +34,7 @@ def serve(
 
 @app.command()
 def migrate(
-    data_dir: Annotated[Optional[Path], typer.Option(help="Data directory (default ~/.agentkb).")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="Data directory (default ~/.agentkb).")] = None,
 ) -> None:
     """Apply database migrations and exit."""
     from agentkb.settings import Settings
@@ -57,15 +57,15 @@ def migrate(
 
 @app.command()
 def worker(
-    data_dir: Annotated[Optional[Path], typer.Option(help="Data directory (default ~/.agentkb).")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="Data directory (default ~/.agentkb).")] = None,
 ) -> None:
     """Run an ingestion worker: take queued async inserts from the database and run them. Start any
     number, on any machine that reaches the same AGENTKB_DATABASE_URL (or the same data directory)."""
     import asyncio
 
     from agentkb.logs import configure
-    from agentkb.settings import Settings
     from agentkb.runtime import run_worker
+    from agentkb.settings import Settings
 
     settings = Settings(**({"data_dir": data_dir} if data_dir else {}))
     configure(settings.log_level, settings.log_format)

@@ -13,17 +13,13 @@ from fastapi.responses import StreamingResponse
 
 from agentkb.api.deps import ServicesDep
 from agentkb.api.responses import JSON
-from agentkb.api.schemas import timestamp
 from agentkb.errors import NotFound
 from agentkb.storage import jobs
 from agentkb.storage.jobs import TERMINAL, JobRow
+from agentkb.timestamps import optional_timestamp, timestamp
 
 router = APIRouter(prefix="/api/projects/{project_name}/knowledge_bases/{kb_name}/jobs", tags=["ingestion jobs"])
 POLL_S = 0.25
-
-
-def _ts(value: datetime | None) -> str | None:
-    return timestamp(value) if value else None
 
 
 def job_record(job: JobRow, project: str, kb: str) -> dict[str, Any]:
@@ -33,7 +29,8 @@ def job_record(job: JobRow, project: str, kb: str) -> dict[str, Any]:
         "id": job.id, "project": project, "knowledge_base": kb, "mode": job.mode, "state": job.state,
         "counts": job.counts, "errors": job.errors, "error": job.error, "worker": job.worker,
         "attempts": job.attempts, "cancel_requested": job.cancel_requested,
-        "created_at": _ts(job.created_at), "started_at": _ts(job.started_at), "finished_at": _ts(end),
+        "created_at": timestamp(job.created_at), "started_at": optional_timestamp(job.started_at),
+        "finished_at": optional_timestamp(end),
         "duration_s": round(duration, 3) if duration is not None else None,
     }
 

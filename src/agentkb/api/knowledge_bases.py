@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 from fastapi import APIRouter, Header, Query, Request, Response
 from pydantic import ValidationError
@@ -24,10 +24,10 @@ from agentkb.ingest.pipeline import IngestStats
 from agentkb.kb.search import DEFAULT_ALPHA, DEFAULT_FUSION_K, SearchOptions
 from agentkb.service.ingest import InsertInput
 from agentkb.service.knowledge_bases import KnowledgeBaseInput
-from agentkb.sql.kbquery import Filter
+from agentkb.sql.kbquery import Filter, FilterOp
 
 router = APIRouter(prefix="/api/projects/{project_name}/knowledge_bases", tags=["knowledge bases"])
-_OPS = {"=", "!=", "<", "<=", ">", ">=", "in", "not in", "like", "not like", "is null", "is not null"}
+_OPS = set(get_args(FilterOp))
 
 
 def to_filters(given: dict[str, Any] | list[FilterCondition] | None) -> tuple[Filter, ...]:
@@ -46,7 +46,7 @@ def to_filters(given: dict[str, Any] | list[FilterCondition] | None) -> tuple[Fi
             raise BadRequest(f"Unknown filter operator {condition.op!r}; use one of {sorted(_OPS)}",
                              title="Invalid filter")
         value = tuple(condition.value) if isinstance(condition.value, list) else condition.value
-        filters.append(Filter(condition.key, op, value))  # type: ignore[arg-type]
+        filters.append(Filter(condition.key, op, value))  # type: ignore[arg-type]  # op is checked in _OPS
     return tuple(filters)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -11,13 +10,9 @@ from agentkb.service.validation import mask_secrets
 from agentkb.storage.agents import AgentRow
 from agentkb.storage.knowledge_bases import KnowledgeBaseRow
 from agentkb.storage.projects import Project
+from agentkb.timestamps import timestamp
 
 Id = int | str
-
-
-def timestamp(value: datetime) -> str:
-    """MindsDB's `YYYY-MM-DD HH:MM:SS.ffffff`, in UTC."""
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
 
 
 class _Lenient(BaseModel):

@@ -10,13 +10,13 @@ rest are ordered by it. A failing reranker is an error (502), never a silent fal
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import replace
 from typing import Any
 
 import httpx
 
+from agentkb.credentials import openai_env_key
 from agentkb.errors import BadRequest, UpstreamError
 from agentkb.kb.search import Hit
 
@@ -42,7 +42,7 @@ def _endpoint(model: dict[str, Any]) -> tuple[str, dict[str, str]]:
         raise BadRequest(f"reranking_model provider {provider!r} is not supported; use openai or ollama",
                          title="Invalid reranking model")
     base_url = str(model.get("base_url") or (OLLAMA_BASE_URL if provider == "ollama" else DEFAULT_BASE_URL))
-    key = model.get("api_key") or (os.environ.get("OPENAI_API_KEY") if "api.openai.com" in base_url else None)
+    key = model.get("api_key") or openai_env_key(base_url)
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     return base_url.rstrip("/") + "/chat/completions", headers
 

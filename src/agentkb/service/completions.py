@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -30,6 +29,7 @@ from agentkb.settings import Settings
 from agentkb.storage import traces
 from agentkb.storage.agents import AgentRow
 from agentkb.storage.db import Database
+from agentkb.timestamps import optional_timestamp
 
 log = logging.getLogger("agentkb.completions")
 
@@ -42,10 +42,6 @@ ERROR_TITLES = {
     "rate_limit": "Model provider rate limit",
     "connection": "Model provider unreachable",
 }
-
-
-def _timestamp(value: datetime | None) -> str | None:
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f") if value else None
 
 
 def _number(params: dict[str, Any], key: str, default: float, *, minimum: float) -> float:
@@ -130,8 +126,8 @@ class CompletionService:
             "model": model,
             "steps": row["steps"],
             "usage": usage,
-            "started_at": _timestamp(started),
-            "finished_at": _timestamp(finished),
+            "started_at": optional_timestamp(started),
+            "finished_at": optional_timestamp(finished),
             "duration_ms": round((finished - started).total_seconds() * 1000, 2) if finished else None,
         }
 

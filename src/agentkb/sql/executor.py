@@ -26,6 +26,7 @@ from agentkb.kb.search import COLUMNS as KB_RESULT_COLUMNS
 from agentkb.service.agents import AgentInput
 from agentkb.service.ingest import InsertInput
 from agentkb.service.knowledge_bases import KnowledgeBaseInput
+from agentkb.service.search import options_from_query
 from agentkb.sql import catalog, pushdown
 from agentkb.sql.kbquery import parse_kb_select_ast, strip_wrappers
 
@@ -99,13 +100,15 @@ class SQLExecutor:
         namespace, name = _name(select.from_table, db) if len(parts) <= 2 else (parts[0], parts[1])
         if await self._is_project(namespace):
             project = namespace.lower()
-            if await self._kb_exists(project, name):
-                query = parse_kb_select_ast(select, db, params=params)
-                _kb, hits = await self.s.search.query(query, db)
-                columns = list(query.columns) if query.columns else list(KB_RESULT_COLUMNS)
-                rows = [[h.as_dict().get(c, h.metadata.get(c)) for c in columns] for h in hits]
-                return Result("table", columns, rows, db=db)
-            return await self._agent_select(select, project, name)
+            try:  # one lookup: a knowledge base, else an agent
+                kb = await self.s.search.knowledge_base(project, name)
+            except NotFound:
+                return await self._agent_select(select, project, name)
+            query = parse_kb_select_ast(select, db, params=params)
+            hits = await self.s.search.search_kb(kb, options_from_query(query))
+            columns = list(query.columns) if query.columns else list(KB_RESULT_COLUMNS)
+            rows = [[h.as_dict().get(c, h.metadata.get(c)) for c in columns] for h in hits]
+            return Result("table", columns, rows, db=db)
         if namespace.lower() == FILES:
             return await self._file_select(select, name)
         if len(parts) == 1:  # a bare table in a data source's context: qualify it for the pushdown

@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import os
 from typing import Any, Self
 
 import httpx
 import numpy as np
 
+from agentkb.credentials import openai_env_key
 from agentkb.errors import BadRequest, UpstreamError
 from agentkb.kb.embedders.base import Embedder, Vectors, l2_normalize, positive_int
 
@@ -76,9 +76,7 @@ class OpenAIEmbedder(Embedder):
         if batch_size <= 0 or concurrency <= 0 or max_attempts <= 0:
             raise ValueError("batch_size, concurrency and max_attempts must be positive")
         self.base_url = base_url.rstrip("/")
-        # OPENAI_API_KEY goes to OpenAI only, never to another server named by base_url
-        official = "api.openai.com" in self.base_url
-        self.api_key = api_key if api_key is not None else (os.environ.get("OPENAI_API_KEY") if official else None)
+        self.api_key = api_key if api_key is not None else openai_env_key(self.base_url)
         self.url = f"{self.base_url}/embeddings"
         self.dimensions = dimensions
         self.batch_size = batch_size
