@@ -16,7 +16,7 @@ import httpx
 import pytest
 from embedding_stub import EmbeddingStub, Scripted
 
-from agentkb.cli_ingest import items_done, unique_names, upload_name
+from agentkb.cli.ingest import items_done, unique_names, upload_name
 from tests.ingest.fixtures import MARKDOWN, make_csv
 from tests.ingest.site import GeneratedSite
 

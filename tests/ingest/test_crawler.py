@@ -22,9 +22,9 @@ import httpx
 import pytest
 
 from agentkb.errors import BadRequest
-from agentkb.ingest import crawl_fetch, crawl_urls
-from agentkb.ingest.crawl_fetch import Fetcher
-from agentkb.ingest.crawler import (
+from agentkb.ingest.crawl import fetch as crawl_fetch, urls as crawl_urls
+from agentkb.ingest.crawl.fetch import Fetcher
+from agentkb.ingest.crawl.crawler import (
     CrawlError,
     CrawlOptions,
     Page,

@@ -9,7 +9,8 @@ import pytest
 from mindsdb_sql_parser import parse_sql
 
 from agentkb.errors import BadRequest
-from agentkb.sql.kbquery import Filter, KBQuery, parse_kb_select, parse_kb_select_ast, strip_wrappers
+from agentkb.kb.filters import Filter
+from agentkb.sql.kbquery import KBQuery, parse_kb_select, parse_kb_select_ast, strip_wrappers
 
 BASE = KBQuery(
     project="mindsdb", kb="my_kb", columns=None, content=None, filters=(), relevance_threshold=None,

@@ -24,8 +24,8 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import NoSuchTableError
 from sqlglot import exp
 
+from agentkb.agents.ports import DataSourceEngines
 from agentkb.errors import BadRequest, NotFound
-from agentkb.service.data_sources import DataSourceService
 from agentkb.sql import pushdown
 
 log = logging.getLogger(__name__)
@@ -253,7 +253,7 @@ def _canonical(table: str, names: Sequence[str] | None) -> str:
     return matches[0] if len(matches) == 1 else table
 
 
-async def resolve_tables(entries: Sequence[str], data_sources: DataSourceService) -> AllowList:
+async def resolve_tables(entries: Sequence[str], data_sources: DataSourceEngines) -> AllowList:
     """Expand `<ds>.*` / `<ds>.<schema>.*` by inspection, and spell named tables as the database does.
 
     Entries of a data source that does not exist are dropped; if a source cannot be inspected, its named

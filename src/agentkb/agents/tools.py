@@ -1,6 +1,6 @@
 """The agent's tools, with MindsDB 25.14's names and observation texts (contract §4).
 
-Knowledge bases give `kb_list_tool` and `kb_query_tool` (through `SearchService.query`, the executor of the
+Knowledge bases give `kb_list_tool` and `kb_query_tool` (through `KBSearch.query`: the search service, the executor of the
 HTTP search endpoint); tables give `sql_db_list_tables`, `sql_db_schema` and `sql_db_query` (through
 `sql_fence`). Each tool takes one string; `AgentTools.call` never raises for bad input: the observation says
 what went wrong, so the model can try again.
@@ -21,12 +21,10 @@ from numbers import Number
 from typing import Any, Literal
 
 from agentkb.agents import sql_fence
+from agentkb.agents.ports import DataSourceEngines, KBCatalog, KBSearch
 from agentkb.agents.sql_fence import AllowedTable, AllowList, FencedQuery, Rows
 from agentkb.errors import AgentKBError, BadRequest, NotFound
 from agentkb.kb.search import COLUMNS, Hit
-from agentkb.service.data_sources import DataSourceService
-from agentkb.service.knowledge_bases import KnowledgeBaseService
-from agentkb.service.search import SearchService
 from agentkb.sql.kbquery import KBQuery, parse_kb_select, strip_wrappers
 
 log = logging.getLogger(__name__)
@@ -150,9 +148,9 @@ class AgentTools:
         project: str,
         knowledge_bases: list[str],
         tables: list[str],
-        search: SearchService,
-        data_sources: DataSourceService,
-        kb_service: KnowledgeBaseService,
+        search: KBSearch,
+        data_sources: DataSourceEngines,
+        kb_service: KBCatalog,
         row_cap: int = 100,
         statement_timeout_s: float = 30.0,
     ) -> None:

@@ -8,11 +8,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body
 from fastapi.responses import StreamingResponse
 
-from agentkb.agents.prompt import MESSAGES_REQUIRED
 from agentkb.api.deps import ServicesDep
 from agentkb.api.responses import JSON
 from agentkb.api.sse import sse_response
 from agentkb.errors import BadRequest
+from agentkb.service.types import MESSAGES_REQUIRED
 
 router = APIRouter(prefix="/api/projects/{project_name}/agents/{agent_name}", tags=["agents"])
 

@@ -13,9 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentkb.api.deps import ServicesDep
 from agentkb.api.responses import JSON
 from agentkb.service.data_sources import is_system
-from agentkb.sql.datasources import SUPPORTED_ENGINES, mask_parameters
-from agentkb.storage.data_sources import DataSourceRow
-from agentkb.storage.projects import Project
+from agentkb.service.types import SUPPORTED_ENGINES, DataSourceRow, Project, mask_parameters
 
 router = APIRouter(prefix="/api/databases", tags=["databases"])
 

@@ -20,10 +20,10 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 from agentkb.api.deps import ServicesDep
 from agentkb.api.middleware import FORM_OVERHEAD
 from agentkb.api.responses import JSON
-from agentkb.api.schemas import timestamp
 from agentkb.errors import BadRequest, PayloadTooLarge
 from agentkb.service.files import BlobWriter, FileService, StagedBlob, check_file_name, file_exists
-from agentkb.storage.files import FileRow
+from agentkb.service.types import FileRow
+from agentkb.timestamps import timestamp
 
 router = APIRouter(prefix="/api/files", tags=["files"])
 

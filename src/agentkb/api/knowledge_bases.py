@@ -20,11 +20,16 @@ from agentkb.api.schemas import (
     kb_record,
 )
 from agentkb.errors import BadRequest
-from agentkb.ingest.pipeline import IngestStats
-from agentkb.kb.search import DEFAULT_ALPHA, DEFAULT_FUSION_K, SearchOptions
-from agentkb.service.ingest import InsertInput
 from agentkb.service.knowledge_bases import KnowledgeBaseInput
-from agentkb.sql.kbquery import Filter, FilterOp
+from agentkb.service.types import (
+    DEFAULT_ALPHA,
+    DEFAULT_FUSION_K,
+    Filter,
+    FilterOp,
+    IngestStats,
+    InsertInput,
+    SearchOptions,
+)
 
 router = APIRouter(prefix="/api/projects/{project_name}/knowledge_bases", tags=["knowledge bases"])
 _OPS = set(get_args(FilterOp))
@@ -67,7 +72,7 @@ async def create_knowledge_base(project_name: str, body: KnowledgeBaseRequest, s
 @router.get("/{kb_name}", response_model=KnowledgeBaseRecord)
 async def get_knowledge_base(project_name: str, kb_name: str, services: ServicesDep) -> Any:
     kb = await services.knowledge_bases.get(project_name, kb_name)
-    documents, chunks = await services.search.counts(kb)
+    documents, chunks = await services.knowledge_bases.counts(kb)
     return JSON({**kb_record(kb), "document_count": documents, "chunk_count": chunks})
 
 
@@ -121,7 +126,7 @@ async def delete_knowledge_base(project_name: str, kb_name: str, request: Reques
         raise BadRequest(f"Invalid delete body: {exc.errors()[0]['msg']}", title="Invalid request body") from exc
     if body.ids is None and body.filters is None:
         raise BadRequest("Give 'ids' and/or 'filters' to delete documents, or no body to drop the knowledge base")
-    documents, chunks = await services.search.delete_documents(
+    documents, chunks = await services.knowledge_bases.delete_documents(
         project_name, kb_name, body.ids, to_filters(body.filters)
     )
     return JSON({"deleted_documents": documents, "deleted_chunks": chunks})

@@ -6,11 +6,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentkb.service.validation import mask_secrets
-from agentkb.storage.agents import AgentRow
-from agentkb.storage.knowledge_bases import KnowledgeBaseRow
-from agentkb.storage.projects import Project
-from agentkb.timestamps import timestamp
+from agentkb.service.types import AgentRow, JobRow, KnowledgeBaseRow, Project
+from agentkb.timestamps import optional_timestamp, timestamp
+from agentkb.validation import mask_secrets
 
 Id = int | str
 
@@ -199,3 +197,16 @@ class DeleteDocumentsRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     ids: list[Any] | None = Field(None, description="Document ids to delete.")
     filters: dict[str, Any] | list[FilterCondition] | None = None
+
+
+def job_record(job: JobRow, project: str, kb: str) -> dict[str, Any]:
+    end = job.finished_at
+    duration = (end - job.started_at).total_seconds() if end and job.started_at else None
+    return {
+        "id": job.id, "project": project, "knowledge_base": kb, "mode": job.mode, "state": job.state,
+        "counts": job.counts, "errors": job.errors, "error": job.error, "worker": job.worker,
+        "attempts": job.attempts, "cancel_requested": job.cancel_requested,
+        "created_at": timestamp(job.created_at), "started_at": optional_timestamp(job.started_at),
+        "finished_at": optional_timestamp(end),
+        "duration_s": round(duration, 3) if duration is not None else None,
+    }

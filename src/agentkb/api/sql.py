@@ -11,7 +11,6 @@ from pydantic import BaseModel, Field
 from agentkb.api.deps import ServicesDep
 from agentkb.api.responses import JSON
 from agentkb.errors import AgentKBError
-from agentkb.sql.executor import SQLExecutor
 
 router = APIRouter(tags=["sql"])
 log = logging.getLogger(__name__)
@@ -31,13 +30,8 @@ class SQLRequest(BaseModel):
 @router.post("/api/sql/query/", include_in_schema=False)
 async def sql_query(body: SQLRequest, services: ServicesDep) -> Any:
     db = (body.context.db if body.context else None) or services.settings.default_project
-    async def answer(project: str, agent: str, question: str) -> str:
-        reply = await services.completions.complete(project, agent, [{"question": question, "answer": None}])
-        return str(reply["message"]["content"])
-
-    executor = SQLExecutor(services, answer)
     try:
-        result = await executor.execute(body.query, db, body.params)
+        result = await services.sql.execute(body.query, db, body.params)
     except AgentKBError as exc:
         return JSON({"type": "error", "error_code": 0, "error_message": exc.detail, "context": {"db": db}})
     except Exception as exc:  # never a 500 here: MindsDB clients expect a typed error answer

@@ -15,7 +15,7 @@ from typing import Any, assert_never
 import anyio
 from fastapi.responses import StreamingResponse
 
-from agentkb.agents.events import Action, End, Error, Event, Output, Start, Step
+from agentkb.service.types import Action, End, Error, Event, Output, Start, Step
 
 log = logging.getLogger("agentkb.api.sse")
 
@@ -85,6 +85,16 @@ async def sse_chunks(events: AsyncIterator[Event]) -> AsyncIterator[str]:
                 await close()
         if not ended and not gone:
             yield encode(END_CHUNK)
+
+
+def sse_objects(objects: AsyncIterator[Any]) -> StreamingResponse:
+    """A `text/event-stream` response of plain JSON objects (e.g. a job's record at each change)."""
+
+    async def chunks() -> AsyncIterator[str]:
+        async for obj in objects:
+            yield encode(obj)
+
+    return StreamingResponse(chunks(), media_type="text/event-stream", headers=SSE_HEADERS)
 
 
 def sse_response(events: AsyncIterator[Event]) -> StreamingResponse:

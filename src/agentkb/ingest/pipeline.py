@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb.kb.chunking import Chunk, ChunkingConfig, chunk_document
@@ -36,6 +35,13 @@ class IngestStats:
     def add(self, other: IngestStats) -> None:
         for name in self.__slots__:
             setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def as_counts(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+    @classmethod
+    def from_counts(cls, counts: dict[str, object]) -> IngestStats:
+        return cls(**{name: int(counts.get(name, 0) or 0) for name in cls.__slots__})  # type: ignore[call-overload]
 
 
 @dataclass(slots=True)
@@ -76,10 +82,7 @@ class Ingestor:
         for doc in documents:  # the last occurrence of a (document, column) wins
             by_doc.setdefault(doc.doc_id, {})[doc.content_column] = doc
         doc_ids = sorted(by_doc)
-        await self.conn.execute(
-            text("SELECT pg_advisory_xact_lock(:kb, hashtext(d)) FROM unnest(CAST(:ids AS text[])) AS d ORDER BY d"),
-            {"kb": self.kb_id, "ids": doc_ids},
-        )
+        await store.lock_documents(self.conn, self.kb_id, doc_ids)
         stored = {c.chunk_id: c for c in await store.chunks_of_documents(self.conn, self.table, doc_ids)}
         stats = IngestStats(documents=len(doc_ids))
         keep: list[str] = []
@@ -117,10 +120,7 @@ class Ingestor:
 
     async def _write(self, plan: _Plan, embedded: dict[str, np.ndarray]) -> None:
         vectors = {**plan.vectors, **embedded}
-        await self.conn.execute(
-            text(f"DELETE FROM {self.table} WHERE doc_id = ANY(:docs) AND NOT (chunk_id = ANY(:keep))"),
-            {"docs": plan.doc_ids, "keep": plan.keep},
-        )
+        await store.delete_other_chunks(self.conn, self.table, plan.doc_ids, plan.keep)
         await store.upsert_chunks(
             self.conn,
             self.table,

@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from agentkb.kb.filters import compile_filters
+from agentkb.kb.filters import Filter
 from agentkb.kb.lexical import BM25Index
-from agentkb.sql.kbquery import Filter
 from agentkb.storage import chunk_search
+from agentkb.storage.chunk_filters import compile_filters
 from agentkb.storage.chunk_search import Row
 
 DEFAULT_LIMIT = 10       # MindsDB's default and maximum for content searches

@@ -10,7 +10,11 @@ from sqlalchemy.exc import IntegrityError
 
 from agentkb.errors import BadRequest, Conflict, agent_not_found, project_not_found
 from agentkb.service import projects
-from agentkb.service.validation import (
+from agentkb.storage import agents as repo
+from agentkb.storage.agents import AgentRow
+from agentkb.storage.db import Database
+from agentkb.storage.projects import Project
+from agentkb.validation import (
     IDENTIFIER,
     check_dict,
     check_name,
@@ -18,10 +22,6 @@ from agentkb.service.validation import (
     check_str_list,
     is_identifier,
 )
-from agentkb.storage import agents as repo
-from agentkb.storage.agents import AgentRow
-from agentkb.storage.db import Database
-from agentkb.storage.projects import Project
 
 PROVIDERS = ("extractive", "openai", "anthropic", "google", "ollama")
 _PART = IDENTIFIER.pattern.strip("^$")

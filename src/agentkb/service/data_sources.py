@@ -14,13 +14,13 @@ from typing import Any, cast
 from sqlalchemy import Engine
 
 from agentkb.errors import BadRequest, Conflict, NotFound
-from agentkb.service.validation import check_dict, check_name, is_identifier
 from agentkb.sql import datasources, pushdown
 from agentkb.storage import data_sources as repo
 from agentkb.storage import projects as project_rows
 from agentkb.storage.data_sources import DataSourceRow
 from agentkb.storage.db import Database
 from agentkb.storage.projects import Project
+from agentkb.validation import check_dict, check_name, is_identifier
 
 Batch = tuple[list[str], list[dict[str, Any]]]
 _DONE = object()

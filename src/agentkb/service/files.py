@@ -8,31 +8,29 @@ parsed there to validate them and count rows or pages, then moved into place.
 from __future__ import annotations
 
 import asyncio
-import csv
 import hashlib
 import mimetypes
 import os
 import tempfile
 import time
-import zipfile
 from collections import OrderedDict
 from collections.abc import AsyncIterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from agentkb.errors import BadRequest, NotFound, PayloadTooLarge
-from agentkb.ingest.files import SUPPORTED, ParsedFile, Tabular, decode_text, parse_file
-from agentkb.service.validation import check_name, check_storable
+from agentkb.ingest.files.detect import detect_extension
+from agentkb.ingest.files.parse import SUPPORTED, ParsedFile, Tabular, parse_file
 from agentkb.storage import files as repo
 from agentkb.storage.db import Database
 from agentkb.storage.files import FileRow, NewFile
+from agentkb.validation import check_name, check_storable
 
 DEFAULT_MAX_BYTES = 100 * 2**20
 FLUSH_BYTES = 2**20            # written to disk in pieces of about this size
 CACHE_ENTRIES = 8              # parsed files kept by `open_parsed`...
 CACHE_MAX_FILE_BYTES = 2**24   # ...when their file is at most this large
 STALE_UPLOAD_S = 3600
-OFFICE = (("word/", "docx"), ("ppt/", "pptx"), ("xl/", "xlsx"))
 
 
 def file_exists(name: str) -> BadRequest:
@@ -239,39 +237,3 @@ def _content_type(given: str | None, ext: str) -> str:
     if given and given.split(";")[0].strip() not in ("", "application/octet-stream"):
         return given
     return mimetypes.guess_type(f"file.{ext}")[0] or "application/octet-stream"
-
-
-def detect_extension(path: Path) -> str | None:
-    """The format of a file without a usable extension (the SDK uploads DataFrames as bare CSV), or None."""
-    with path.open("rb") as f:
-        head = f.read(65536)
-    if head.startswith(b"%PDF"):
-        return "pdf"
-    if head.startswith(b"PK\x03\x04"):
-        try:
-            with zipfile.ZipFile(path) as archive:
-                names = archive.namelist()
-        except zipfile.BadZipFile:
-            return None
-        return next((ext for prefix, ext in OFFICE if any(n.startswith(prefix) for n in names)), None)
-    try:
-        text = decode_text(head, partial=True)
-    except UnicodeError:
-        return None
-    start = text.lstrip()[:64].lower()
-    if start.startswith(("{", "[")):
-        return "json"
-    if start.startswith(("<!doctype html", "<html", "<head", "<body")):
-        return "html"
-    return "csv" if _looks_tabular(text) else "txt"
-
-
-def _looks_tabular(text: str) -> bool:
-    """Two or more lines (the last may be cut), all with the same number (> 1) of sniffed fields."""
-    lines = [line for line in text.splitlines()[:21] if line.strip()][:-1] or text.splitlines()[:1]
-    try:
-        delimiter = csv.Sniffer().sniff("\n".join(lines), delimiters=",;\t|").delimiter
-    except csv.Error:
-        return False
-    widths = {len(record) for record in csv.reader(lines, delimiter=delimiter)}
-    return len(lines) >= 2 and len(widths) == 1 and widths.pop() >= 2

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,12 +10,14 @@ from sqlalchemy.exc import IntegrityError
 
 from agentkb.errors import BadRequest, Conflict, kb_not_found, project_not_found
 from agentkb.kb.embedders import config as embedding_config
+from agentkb.kb.filters import Filter
 from agentkb.service import projects
-from agentkb.service.validation import check_dict, check_name, check_storable, check_str_list, is_identifier
-from agentkb.storage import chunks
+from agentkb.storage import chunk_search, chunks
 from agentkb.storage import knowledge_bases as repo
+from agentkb.storage.chunk_filters import compile_filters
 from agentkb.storage.db import Database
 from agentkb.storage.knowledge_bases import KnowledgeBaseRow
+from agentkb.validation import check_dict, check_name, check_storable, check_str_list, is_identifier
 
 VECTOR_DATABASE = "agentkb_pgvector"
 DimensionResolver = Callable[[dict[str, Any]], Awaitable[int]]
@@ -123,3 +125,25 @@ class KnowledgeBaseService:
                 raise kb_not_found(name)
             await chunks.drop_chunk_table(conn, kb.storage_table)
             await repo.delete(conn, kb.id)
+
+    async def counts(self, kb: KnowledgeBaseRow) -> tuple[int, int]:
+        """(documents, chunks) stored in the knowledge base."""
+        async with self.db.connect() as conn:
+            return await chunks.counts(conn, kb.storage_table)
+
+    async def delete_documents(
+        self, project_name: str, kb_name: str, ids: Sequence[Any] | None, filters: tuple[Filter, ...]
+    ) -> tuple[int, int]:
+        """Delete whole documents by id and/or the chunks matching metadata filters; (documents, chunks)."""
+        conditions = list(filters)
+        if ids is not None:
+            conditions.append(Filter("id", "in", tuple(ids)))
+        where, params = compile_filters(conditions)
+        async with self.db.transaction() as conn:
+            project = await projects.resolve(conn, project_name)
+            kb = await repo.get(conn, project.id, kb_name, for_update=True) if is_identifier(kb_name) else None
+            if kb is None:
+                raise kb_not_found(kb_name)
+            deleted = await chunk_search.delete_where(conn, kb.storage_table, where, params)
+            await repo.update(conn, kb.id, {})
+            return deleted

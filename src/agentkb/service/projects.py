@@ -5,10 +5,10 @@ from __future__ import annotations
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb.errors import BadRequest, Conflict, project_not_found
-from agentkb.service.validation import check_name, is_identifier
 from agentkb.storage import projects as repo
 from agentkb.storage.db import Database
 from agentkb.storage.projects import Project
+from agentkb.validation import check_name, is_identifier
 
 
 async def resolve(conn: AsyncConnection, name: str) -> Project:
@@ -23,6 +23,11 @@ class ProjectService:
     def __init__(self, db: Database, default_project: str) -> None:
         self.db = db
         self.default_project = default_project
+
+    async def ensure_default(self) -> None:
+        """The default project always exists (created at start-up, by whichever process starts first)."""
+        async with self.db.transaction() as conn:
+            await repo.ensure(conn, self.default_project)
 
     async def list(self) -> list[Project]:
         async with self.db.connect() as conn:

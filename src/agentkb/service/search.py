@@ -1,26 +1,24 @@
-"""Searching and deleting a knowledge base's chunks: one executor for the HTTP search endpoint, the SQL
+"""Searching a knowledge base's chunks: one executor for the HTTP search endpoint, the SQL
 endpoint and the agent's `kb_query_tool`."""
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 import httpx
 
 from agentkb.errors import kb_not_found
 from agentkb.kb import rerank
 from agentkb.kb.embedders.registry import EmbedderRegistry
-from agentkb.kb.filters import compile_filters
 from agentkb.kb.lexical import LexicalIndexes
 from agentkb.kb.search import DEFAULT_LIMIT, MAX_CONTENT_LIMIT, Hit, SearchOptions, search
 from agentkb.service import projects
-from agentkb.service.validation import is_identifier
-from agentkb.sql.kbquery import Filter, KBQuery
+from agentkb.sql.kbquery import KBQuery
 from agentkb.storage import chunk_search, chunks
 from agentkb.storage import knowledge_bases as repo
 from agentkb.storage.db import Database
 from agentkb.storage.knowledge_bases import KnowledgeBaseRow
+from agentkb.validation import is_identifier
 
 
 def options_from_query(query: KBQuery) -> SearchOptions:
@@ -92,7 +90,8 @@ class SearchService:
             return await search(conn, kb.storage_table, kb.vector_dim, options, vector, lexical)
 
     async def _chunk_count(self, kb: KnowledgeBaseRow) -> int:
-        return (await self.counts(kb))[1]
+        async with self.db.connect() as conn:
+            return (await chunks.counts(conn, kb.storage_table))[1]
 
     async def _texts(self, kb: KnowledgeBaseRow) -> tuple[list[str], list[str]]:
         async with self.db.connect() as conn:
@@ -101,24 +100,3 @@ class SearchService:
     async def query(self, query: KBQuery, default_project: str) -> tuple[KnowledgeBaseRow, list[Hit]]:
         kb = await self.knowledge_base(query.project or default_project, query.kb)
         return kb, await self.search_kb(kb, options_from_query(query))
-
-    async def counts(self, kb: KnowledgeBaseRow) -> tuple[int, int]:
-        async with self.db.connect() as conn:
-            return await chunks.counts(conn, kb.storage_table)
-
-    async def delete_documents(
-        self, project_name: str, kb_name: str, ids: list[Any] | None, filters: tuple[Filter, ...]
-    ) -> tuple[int, int]:
-        """Delete whole documents by id and/or the chunks matching metadata filters; (documents, chunks)."""
-        conditions = list(filters)
-        if ids is not None:
-            conditions.append(Filter("id", "in", tuple(ids)))
-        where, params = compile_filters(tuple(conditions))
-        async with self.db.transaction() as conn:
-            project = await projects.resolve(conn, project_name)
-            kb = await repo.get(conn, project.id, kb_name, for_update=True) if is_identifier(kb_name) else None
-            if kb is None:
-                raise kb_not_found(kb_name)
-            deleted = await chunk_search.delete_where(conn, kb.storage_table, where, params)
-            await repo.update(conn, kb.id, {})
-            return deleted

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Callable
 from typing import Any
 
 from mindsdb_sql_parser import ast
 
 from agentkb.errors import BadRequest
-from agentkb.service.validation import mask_secrets
 from agentkb.sql.datasources import mask_parameters
+from agentkb.validation import mask_secrets
 
 Rows = list[dict[str, Any]]
 
@@ -112,15 +113,19 @@ def agent_row(agent: Any, project: str) -> dict[str, Any]:
     }
 
 
+def _sort_key(column: str) -> Callable[[dict[str, Any]], tuple[bool, str]]:
+    return lambda row: (row[column] is None, str(row[column]))
+
+
 def select_rows(select: ast.Select, columns: list[str], rows: Rows) -> tuple[list[str], list[list[Any]]]:
     """Project, filter, order and limit in-memory rows for a SELECT over a catalog table."""
     kept = [row for row in rows if matches(select.where, row)]
     for order in reversed(select.order_by or []):
         name = str(order.field.parts[-1]) if isinstance(order.field, ast.Identifier) else ""
-        key = next((c for c in columns if c.lower() == name.lower()), None)
-        if key is None:
+        found = next((c for c in columns if c.lower() == name.lower()), None)
+        if found is None:
             raise BadRequest(f"Column not found: {name}")
-        kept.sort(key=lambda r: (r[key] is None, str(r[key])), reverse=order.direction.upper() == "DESC")
+        kept.sort(key=_sort_key(found), reverse=order.direction.upper() == "DESC")
     if select.limit is not None:
         kept = kept[: int(select.limit.value)]
     names: list[str] = []

@@ -23,15 +23,12 @@ import math
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from mindsdb_sql_parser import ast, parse_sql
 
 from agentkb.errors import BadRequest
-
-FilterOp = Literal[
-    "=", "!=", "<", "<=", ">", ">=", "in", "not in", "like", "not like", "is null", "is not null"
-]
+from agentkb.kb.filters import Filter, FilterOp
 
 KB_COLUMNS: tuple[str, ...] = ("id", "chunk_id", "chunk_content", "metadata", "distance", "relevance")
 CONTENT_COLUMNS = frozenset({"content", "chunk_content"})
@@ -45,13 +42,6 @@ _OPS: dict[str, FilterOp] = {
 _MIRROR = {"=": "=", "!=": "!=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _HINT = "use id, chunk_id, chunk_content, metadata, distance, relevance or a metadata key"
 _NUMBER_RE = re.compile(r"^-?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class Filter:
-    key: str  # a metadata key, or "id" / "chunk_id" for document / chunk ids
-    op: FilterOp
-    value: Any  # a scalar; a tuple for in / not in; None for is null / is not null
 
 
 @dataclass(frozen=True)

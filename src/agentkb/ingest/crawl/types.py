@@ -1,4 +1,4 @@
-"""The crawler's public value types (re-exported by `agentkb.ingest.crawler`)."""
+"""The crawler's public value types (re-exported by `agentkb.ingest.crawl.crawler`)."""
 
 from __future__ import annotations
 

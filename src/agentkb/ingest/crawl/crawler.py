@@ -35,10 +35,10 @@ from datetime import UTC, datetime
 
 import httpx
 
-from agentkb.ingest.crawl_extract import Extracted, extract_html, extract_pdf, extract_plain
-from agentkb.ingest.crawl_fetch import HTML_TYPES, PDF_TYPES, Fetched, Fetcher, Known
-from agentkb.ingest.crawl_types import CrawlOptions, Page, Skipped, Validators
-from agentkb.ingest.crawl_urls import (
+from agentkb.ingest.crawl.extract import Extracted, extract_html, extract_pdf, extract_plain
+from agentkb.ingest.crawl.fetch import HTML_TYPES, PDF_TYPES, Fetched, Fetcher, Known
+from agentkb.ingest.crawl.types import CrawlOptions, Page, Skipped, Validators
+from agentkb.ingest.crawl.urls import (
     CrawlError,
     canonical_url,
     check_target,

@@ -12,13 +12,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb.errors import BadRequest
-from agentkb.ingest.crawler import CrawlOptions, Page, Validators, check_target, crawl
+from agentkb.ingest.crawl.crawler import CrawlOptions, Page, Validators, check_target, crawl
+from agentkb.ingest.request import InsertInput, Progress
 from agentkb.kb.documents import ColumnSpec, Document
-from agentkb.service.ingest import InsertInput, Progress
+from agentkb.storage import crawl_state
 from agentkb.storage.knowledge_bases import KnowledgeBaseRow
 
 PAGE_BATCH = 32
@@ -81,9 +81,8 @@ class UrlSource:
     async def documents(self, conn: AsyncConnection, kb: KnowledgeBaseRow, given: InsertInput, spec: ColumnSpec,
                         progress: Progress) -> AsyncIterator[list[Document]]:
         options = _options(given, self.allow_private)
-        rows = await conn.execute(
-            text("SELECT url, etag, last_modified, content_hash FROM crawl_state WHERE kb_id = :kb"), {"kb": kb.id})
-        known = {r.url: Validators(r.etag, r.last_modified, r.content_hash) for r in rows}
+        known = {url: Validators(c.etag, c.last_modified, c.content_hash)
+                 for url, c in (await crawl_state.load(conn, kb.id)).items()}
 
         async def lookup(url: str) -> Validators | None:
             return known.get(url)
@@ -111,12 +110,5 @@ class UrlSource:
                     progress.item_failed(item.url, f"{item.reason}: {item.detail}".rstrip(": "))
         if batch:
             yield batch
-        if seen:
-            await conn.execute(
-                text("INSERT INTO crawl_state (kb_id, url, etag, last_modified, content_hash, fetched_at) "
-                     "VALUES (:kb, :url, :etag, :lm, :hash, :at) ON CONFLICT (kb_id, url) DO UPDATE SET "
-                     "etag = EXCLUDED.etag, last_modified = EXCLUDED.last_modified, "
-                     "content_hash = EXCLUDED.content_hash, fetched_at = EXCLUDED.fetched_at"),
-                [{"kb": kb.id, "url": p.url, "etag": p.etag, "lm": p.last_modified, "hash": p.content_hash,
-                  "at": p.fetched_at} for p in seen],
-            )
+        await crawl_state.save(conn, kb.id, (
+            crawl_state.CrawledUrl(p.url, p.etag, p.last_modified, p.content_hash, p.fetched_at) for p in seen))

@@ -16,9 +16,9 @@ import httpx
 from lxml import etree
 from protego import Protego
 
-from agentkb.ingest.crawl_extract import pdf_supported
-from agentkb.ingest.crawl_types import CrawlOptions, Skipped, Validators
-from agentkb.ingest.crawl_urls import CrawlError, canonical_url, check_target, host_of, in_domains
+from agentkb.ingest.crawl.extract import pdf_supported
+from agentkb.ingest.crawl.types import CrawlOptions, Skipped, Validators
+from agentkb.ingest.crawl.urls import CrawlError, canonical_url, check_target, host_of, in_domains
 
 __all__ = ["HTML_TYPES", "PDF_TYPES", "TEXT_TYPES", "Fetched", "Fetcher", "HostGate", "Known"]
 

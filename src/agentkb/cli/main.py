@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from agentkb import __version__
-from agentkb.cli_ingest import ingest
+from agentkb.cli.ingest import ingest
 
 app = typer.Typer(help="agentkb: AI agents over knowledge bases and SQL data.", no_args_is_help=True)
+
+
+def _data_dir(data_dir: Path | None) -> dict[str, Any]:
+    return {"data_dir": data_dir} if data_dir else {}
 
 
 @app.command()
@@ -26,7 +30,7 @@ def serve(
     from agentkb.logs import configure
     from agentkb.settings import Settings
 
-    overrides = {k: v for k, v in {"host": host, "port": port, "data_dir": data_dir}.items() if v is not None}
+    overrides: dict[str, Any] = {k: v for k, v in {"host": host, "port": port, "data_dir": data_dir}.items() if v is not None}
     settings = Settings(**overrides)
     configure(settings.log_level, settings.log_format)
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_config=None, access_log=False)
@@ -41,7 +45,7 @@ def migrate(
     from agentkb.storage import migrate as migrations
     from agentkb.storage.embedded import EmbeddedPostgres
 
-    settings = Settings(**({"data_dir": data_dir} if data_dir else {}))
+    settings = Settings(**_data_dir(data_dir))
     embedded = None
     url = settings.database_url
     if url is None:
@@ -67,7 +71,7 @@ def worker(
     from agentkb.runtime import run_worker
     from agentkb.settings import Settings
 
-    settings = Settings(**({"data_dir": data_dir} if data_dir else {}))
+    settings = Settings(**_data_dir(data_dir))
     configure(settings.log_level, settings.log_format)
     try:
         asyncio.run(run_worker(settings))

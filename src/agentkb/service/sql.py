@@ -13,7 +13,7 @@ import asyncio
 import datetime as dt
 import decimal
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -21,21 +21,27 @@ import sqlalchemy
 from mindsdb_sql_parser import ast, parse_sql
 
 from agentkb.errors import AgentKBError, BadRequest, NotFound
-from agentkb.ingest.files import Tabular
+from agentkb.ingest.files.parse import Tabular
+from agentkb.ingest.request import InsertInput
 from agentkb.kb.search import COLUMNS as KB_RESULT_COLUMNS
 from agentkb.service.agents import AgentInput
-from agentkb.service.ingest import InsertInput
 from agentkb.service.knowledge_bases import KnowledgeBaseInput
 from agentkb.service.search import options_from_query
 from agentkb.sql import catalog, pushdown
 from agentkb.sql.kbquery import parse_kb_select_ast, strip_wrappers
 
 if TYPE_CHECKING:
-    from agentkb.api.deps import Services
+    from agentkb.service.agents import AgentService
+    from agentkb.service.completions import CompletionService
+    from agentkb.service.data_sources import DataSourceService
+    from agentkb.service.files import FileService
+    from agentkb.service.ingest import IngestService
+    from agentkb.service.knowledge_bases import KnowledgeBaseService
+    from agentkb.service.projects import ProjectService
+    from agentkb.service.search import SearchService
 
 MAX_PUSHDOWN_ROWS = 10_000
 FILES = "files"  # MindsDB's data source of uploaded files
-AgentAnswer = Callable[[str, str, str], Awaitable[str]]  # (project, agent, question) -> answer
 
 
 @dataclass
@@ -70,10 +76,24 @@ def _name(identifier: ast.Identifier, db: str) -> tuple[str, str]:
     raise BadRequest(f"Expected <project>.<name>, got {identifier.to_string()}")
 
 
-class SQLExecutor:
-    def __init__(self, services: Services, agent_answer: AgentAnswer | None = None) -> None:
-        self.s = services
-        self.agent_answer = agent_answer
+class SQLService:
+    """`/api/sql/query`: one statement of MindsDB's SQL, executed over the other services."""
+
+    def __init__(self, *, projects: ProjectService, agents: AgentService, knowledge_bases: KnowledgeBaseService,
+                 data_sources: DataSourceService, ingest: IngestService, search: SearchService, files: FileService,
+                 completions: CompletionService) -> None:
+        self.projects = projects
+        self.agents = agents
+        self.knowledge_bases = knowledge_bases
+        self.data_sources = data_sources
+        self.ingest = ingest
+        self.search = search
+        self.files = files
+        self.completions = completions
+
+    async def agent_answer(self, project: str, agent: str, question: str) -> str:
+        reply = await self.completions.complete(project, agent, [{"question": question, "answer": None}])
+        return str(reply["message"]["content"])
 
     async def execute(self, sql: str, db: str, params: Mapping[str, Any] | None = None) -> Result:
         try:
@@ -101,11 +121,11 @@ class SQLExecutor:
         if await self._is_project(namespace):
             project = namespace.lower()
             try:  # one lookup: a knowledge base, else an agent
-                kb = await self.s.search.knowledge_base(project, name)
+                kb = await self.search.knowledge_base(project, name)
             except NotFound:
                 return await self._agent_select(select, project, name)
             query = parse_kb_select_ast(select, db, params=params)
-            hits = await self.s.search.search_kb(kb, options_from_query(query))
+            hits = await self.search.search_kb(kb, options_from_query(query))
             columns = list(query.columns) if query.columns else list(KB_RESULT_COLUMNS)
             rows = [[h.as_dict().get(c, h.metadata.get(c)) for c in columns] for h in hits]
             return Result("table", columns, rows, db=db)
@@ -117,7 +137,7 @@ class SQLExecutor:
 
     async def _file_select(self, select: ast.Select, name: str) -> Result:
         """`SELECT ... FROM files.<name>`: the rows of an uploaded table file (CSV, XLSX, JSON)."""
-        parsed = await self.s.files.open_parsed(name.lower())
+        parsed = await self.files.open_parsed(name.lower())
         if not isinstance(parsed, Tabular):
             raise BadRequest(f"File {name} is a document, not a table; insert it into a knowledge base instead")
         columns, data = catalog.select_rows(select, parsed.columns, parsed.rows)
@@ -125,20 +145,20 @@ class SQLExecutor:
 
     async def _is_project(self, name: str) -> bool:
         try:
-            await self.s.projects.get(name)
+            await self.projects.get(name)
             return True
         except NotFound:
             return False
 
     async def _kb_exists(self, project: str, name: str) -> bool:
         try:
-            await self.s.knowledge_bases.get(project, name)
+            await self.knowledge_bases.get(project, name)
             return True
         except NotFound:
             return False
 
     async def _agent_select(self, select: ast.Select, project: str, name: str) -> Result:
-        await self.s.agents.get(project, name)  # 404 "Agent not found" when it is neither KB nor agent
+        await self.agents.get(project, name)  # 404 "Agent not found" when it is neither KB nor agent
         where = select.where
         question = None
         if (isinstance(where, ast.BinaryOperation) and where.op == "="
@@ -147,14 +167,12 @@ class SQLExecutor:
             question = str(where.args[1].value)
         if question is None:
             raise BadRequest(f"Query agent {name} with: SELECT answer FROM {project}.{name} WHERE question = '...'")
-        if self.agent_answer is None:
-            raise BadRequest("Agent queries are not available on this server")
         answer = await self.agent_answer(project, name, question)
         return Result("table", ["answer", "question"], [[answer, question]])
 
     async def _pushdown(self, select: ast.Select, source: str) -> Result:
         query = pushdown.parse_select(select.to_string())
-        engine, dialect = await self.s.data_sources.engine_for(query.datasource)
+        engine, dialect = await self.data_sources.engine_for(query.datasource)
         rendered = query.render(dialect)
 
         def run() -> tuple[list[str], list[list[Any]]]:
@@ -186,21 +204,21 @@ class SQLExecutor:
         return Result("table", names, data, db=db)
 
     async def _database_rows(self) -> catalog.Rows:
-        projects = [p.name for p in await self.s.projects.list()]
-        return catalog.database_rows(projects, await self.s.data_sources.list())
+        projects = [p.name for p in await self.projects.list()]
+        return catalog.database_rows(projects, await self.data_sources.list())
 
     async def _kb_rows(self, project: str | None) -> catalog.Rows:
-        projects = [project] if project else [p.name for p in await self.s.projects.list()]
+        projects = [project] if project else [p.name for p in await self.projects.list()]
         rows: catalog.Rows = []
         for name in projects:
-            rows += [catalog.kb_row(kb) for kb in await self.s.knowledge_bases.list(name)]
+            rows += [catalog.kb_row(kb) for kb in await self.knowledge_bases.list(name)]
         return rows
 
     async def _agent_rows(self, project: str | None) -> catalog.Rows:
-        projects = [project] if project else [p.name for p in await self.s.projects.list()]
+        projects = [project] if project else [p.name for p in await self.projects.list()]
         rows: catalog.Rows = []
         for name in projects:
-            rows += [catalog.agent_row(agent, name) for agent in await self.s.agents.list(name)]
+            rows += [catalog.agent_row(agent, name) for agent in await self.agents.list(name)]
         return rows
 
     async def _show(self, show: ast.Show, db: str, params: Any) -> Result:
@@ -215,7 +233,7 @@ class SQLExecutor:
         elif category in ("TABLES", "FULL_TABLES"):
             return await self._show_tables(show, db)
         elif category == "PROJECTS":
-            rows, columns = [{"NAME": p.name} for p in await self.s.projects.list()], ["NAME"]
+            rows, columns = [{"NAME": p.name} for p in await self.projects.list()], ["NAME"]
         else:
             raise BadRequest(f"Unsupported statement: SHOW {show.category}")
         if show.like is not None:
@@ -226,13 +244,13 @@ class SQLExecutor:
     async def _show_tables(self, show: ast.Show, db: str) -> Result:
         source = str(show.from_table.parts[-1]) if show.from_table is not None else db
         if source.lower() == FILES:
-            names = [f.name for f in await self.s.files.list()]
+            names = [f.name for f in await self.files.list()]
         elif await self._is_project(source):
             project = source.lower()
-            names = [kb.name for kb in await self.s.knowledge_bases.list(project)]
-            names += [a.name for a in await self.s.agents.list(project)]
+            names = [kb.name for kb in await self.knowledge_bases.list(project)]
+            names += [a.name for a in await self.agents.list(project)]
         else:
-            engine, _ = await self.s.data_sources.engine_for(source)
+            engine, _ = await self.data_sources.engine_for(source)
             names = await asyncio.to_thread(lambda: sorted(sqlalchemy.inspect(engine).get_table_names()))
         if show.like is not None:
             names = [n for n in names if catalog.like(n, show.like)]
@@ -240,7 +258,7 @@ class SQLExecutor:
 
     async def _use(self, use: ast.Use, db: str, params: Any) -> Result:
         name = str(use.value.parts[-1])
-        await self.s.projects.get(name)
+        await self.projects.get(name)
         return Result("ok", db=name.lower())
 
     # --- DDL ----------------------------------------------------------------------------------------
@@ -255,14 +273,14 @@ class SQLExecutor:
         given = KnowledgeBaseInput(name=name, params=options or None, storage=storage, **fields)
         if create.if_not_exists and await self._kb_exists(project, name):
             return Result("ok", affected_rows=0)
-        await self.s.knowledge_bases.create(project, given)
+        await self.knowledge_bases.create(project, given)
         return Result("ok", affected_rows=1)
 
     async def _dropknowledgebase(self, drop: ast.DropKnowledgeBase, db: str, params: Any) -> Result:
         project, name = _name(drop.name, db)
         if drop.if_exists and not await self._kb_exists(project, name):
             return Result("ok", affected_rows=0)
-        await self.s.knowledge_bases.delete(project, name)
+        await self.knowledge_bases.delete(project, name)
         return Result("ok", affected_rows=1)
 
     async def _createagent(self, create: ast.CreateAgent, db: str, params: Any) -> Result:
@@ -279,7 +297,7 @@ class SQLExecutor:
             params=options or None,
         )
         try:
-            await self.s.agents.create(project, given)
+            await self.agents.create(project, given)
         except AgentKBError as exc:
             if not (create.if_not_exists and exc.status == 409):
                 raise
@@ -288,7 +306,7 @@ class SQLExecutor:
     async def _dropagent(self, drop: ast.DropAgent, db: str, params: Any) -> Result:
         project, name = _name(drop.name, db)
         try:
-            await self.s.agents.delete(project, name)
+            await self.agents.delete(project, name)
         except NotFound:
             if not getattr(drop, "if_exists", False):
                 raise
@@ -296,22 +314,22 @@ class SQLExecutor:
 
     async def _createdatabase(self, create: ast.CreateDatabase, db: str, params: Any) -> Result:
         name = str(create.name.parts[-1])
-        exists = await self._is_project(name) or name in {s.name for s in await self.s.data_sources.list()}
+        exists = await self._is_project(name) or name in {s.name for s in await self.data_sources.list()}
         if create.if_not_exists and exists:
             return Result("ok", affected_rows=0)
         if create.engine is None or create.engine.lower() == "mindsdb":
-            await self.s.projects.create(name)
+            await self.projects.create(name)
         else:
-            await self.s.data_sources.create(name, create.engine, create.parameters or {})
+            await self.data_sources.create(name, create.engine, create.parameters or {})
         return Result("ok", affected_rows=1)
 
     async def _dropdatabase(self, drop: ast.DropDatabase, db: str, params: Any) -> Result:
         name = str(drop.name.parts[-1])
         if await self._is_project(name):
-            await self.s.projects.delete(name)
+            await self.projects.delete(name)
             return Result("ok", affected_rows=1)
         try:
-            await self.s.data_sources.delete(name)
+            await self.data_sources.delete(name)
         except NotFound:
             if not drop.if_exists:
                 raise
@@ -333,7 +351,7 @@ class SQLExecutor:
                 row = [v.value if isinstance(v, ast.Constant) else None for v in values]
                 rows.append(dict(zip(columns, row)))
             given = InsertInput(rows=rows)
-        stats = await self.s.ingest.insert(project, name, given)
+        stats = await self.ingest.insert(project, name, given)
         return Result("ok", affected_rows=stats.documents)
 
     async def _delete(self, delete: ast.Delete, db: str, params: Any) -> Result:
@@ -347,5 +365,5 @@ class SQLExecutor:
         )
         if query.content is not None:
             raise BadRequest("DELETE by content is not supported; filter on id or metadata")
-        _, chunks = await self.s.search.delete_documents(project, name, None, query.filters)
+        _, chunks = await self.knowledge_bases.delete_documents(project, name, None, query.filters)
         return Result("ok", affected_rows=chunks)

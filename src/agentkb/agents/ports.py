@@ -1,0 +1,32 @@
+"""What the agent runtime needs from the rest of agentkb, as small protocols it owns: the services satisfy
+them structurally, so the agents package imports nothing above it."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from sqlalchemy import Engine
+
+from agentkb.kb.search import Hit
+from agentkb.sql.kbquery import KBQuery
+from agentkb.storage.knowledge_bases import KnowledgeBaseRow
+
+
+class KBSearch(Protocol):
+    """Runs a parsed knowledge-base SELECT (the executor of the HTTP search endpoint)."""
+
+    async def query(self, query: KBQuery, default_project: str) -> tuple[KnowledgeBaseRow, list[Hit]]: ...
+
+
+class KBCatalog(Protocol):
+    """Looks knowledge bases up by project and name."""
+
+    async def list(self, project_name: str) -> list[KnowledgeBaseRow]: ...
+
+    async def get(self, project_name: str, name: str) -> KnowledgeBaseRow: ...
+
+
+class DataSourceEngines(Protocol):
+    """A registered data source's pooled engine and its pushdown dialect."""
+
+    async def engine_for(self, name: str) -> tuple[Engine, str]: ...

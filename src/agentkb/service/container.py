@@ -1,0 +1,77 @@
+"""The services one process holds, built once by the runtime and handed to every door (HTTP routers, the
+SQL endpoint, the ingestion worker)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import httpx2
+
+from agentkb.ingest.crawl.source import UrlSource
+from agentkb.ingest.files.source import FileSource
+from agentkb.kb.embedders.registry import EmbedderRegistry
+from agentkb.service.agents import AgentService
+from agentkb.service.completions import CompletionService
+from agentkb.service.data_sources import DataSourceService
+from agentkb.service.files import FileService
+from agentkb.service.ingest import IngestService
+from agentkb.service.jobs import JobService
+from agentkb.service.knowledge_bases import KnowledgeBaseService
+from agentkb.service.projects import ProjectService
+from agentkb.service.search import SearchService
+from agentkb.service.sql import SQLService
+from agentkb.settings import Settings
+from agentkb.storage.db import Database
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    settings: Settings
+    projects: ProjectService
+    agents: AgentService
+    knowledge_bases: KnowledgeBaseService
+    data_sources: DataSourceService
+    ingest: IngestService
+    jobs: JobService
+    search: SearchService
+    embedders: EmbedderRegistry
+    files: FileService
+    completions: CompletionService
+    sql: SQLService
+
+    async def aclose(self) -> None:
+        """Give back what the services hold (data-source engines, embedder and search HTTP clients)."""
+        self.data_sources.close()
+        await self.embedders.aclose()
+        await self.search.aclose()
+
+
+def build_services(
+    settings: Settings, db: Database, embedders: EmbedderRegistry, http_client: httpx2.AsyncClient
+) -> Services:
+    """`http_client` is the one HTTP client of the LLM providers (the runtime owns and closes it)."""
+    data_sources = DataSourceService(db)
+    agent_service = AgentService(db, settings.default_model)
+    kb_service = KnowledgeBaseService(db, settings.default_embedding_model, embedders.dimension)
+    search = SearchService(db, embedders)
+    files = FileService(db, settings.data_dir / "files", max_bytes=settings.max_upload_bytes)
+    ingest = IngestService(db, embedders, data_sources, heartbeat_s=settings.job_heartbeat_s)
+    ingest.document_sources["files"] = FileSource(files)
+    ingest.document_sources["urls"] = UrlSource(settings.crawl_allow_private)
+    projects = ProjectService(db, settings.default_project)
+    completions = CompletionService(db, agent_service, search, data_sources, kb_service, settings, http_client)
+    return Services(
+        settings=settings,
+        projects=projects,
+        agents=agent_service,
+        knowledge_bases=kb_service,
+        data_sources=data_sources,
+        ingest=ingest,
+        jobs=JobService(db, ingest, kb_service, stale_after_s=settings.job_stale_after_s),
+        search=search,
+        embedders=embedders,
+        files=files,
+        completions=completions,
+        sql=SQLService(projects=projects, agents=agent_service, knowledge_bases=kb_service, data_sources=data_sources,
+                       ingest=ingest, search=search, files=files, completions=completions),
+    )
