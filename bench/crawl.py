@@ -4,7 +4,7 @@ A `GeneratedSite` (tests/ingest/site.py: a 10-ary tree of pages, ~3 kB of articl
 navigation chrome) is served on 127.0.0.1 by its own process (`python -m tests.ingest.site --pages N`),
 and crawled from /p/0.html to the depth that reaches N pages, with `limit` N:
 
-(a) the crawler alone, in this process (`agentkb.ingest.crawler.crawl`, no embedding, no database):
+(a) the crawler alone, in this process (`agentkb.ingest.crawl.crawler.crawl`, no embedding, no database):
     pages/s with the options a KB insert uses (8 requests in flight, 2 per host), with 8 per host
     (what the per-host politeness costs on one host), and with text extraction in a process pool
     (`extraction_pool()`, which KB inserts do not use yet); target ≥ 200 pages/s;
@@ -79,7 +79,7 @@ def own_cpu() -> float:
 
 
 def crawl_alone(url: str, pages: int, executor: Executor | None = None, **options: Any) -> dict[str, Any]:
-    from agentkb.ingest.crawler import CrawlOptions, Page, crawl
+    from agentkb.ingest.crawl.crawler import CrawlOptions, Page, crawl
 
     crawl_options = CrawlOptions(urls=[url], crawl_depth=depth_for(pages), limit=pages, allow_private=True, **options)
 
@@ -140,7 +140,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--pool-workers", type=int, help="processes of the extraction_pool variant of (a); "
                         "default: the CPU count")
     args = parser.parse_args(argv)
-    from agentkb.ingest.crawler import extraction_pool
+    from agentkb.ingest.crawl.crawler import extraction_pool
 
     pages = args.pages or (200 if args.quick else 1000)
     local_pages = args.local_pages or (50 if args.quick else 200)

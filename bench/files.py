@@ -1,4 +1,4 @@
-"""File parsing throughput: `agentkb.ingest.files.parse_file` (what an upload and a KB insert of `files` run)
+"""File parsing throughput: `agentkb.ingest.files.parse.parse_file` (what an upload and a KB insert of `files` run)
 on a generated multi-page PDF (fpdf2, ~3,000 characters of text a page) and a generated DOCX (python-docx,
 a Heading 1 every 10 paragraphs of ~600 characters), each about `--mb` MB: MB/s, pages/s (PDF) or
 sections/s (DOCX: a section per heading), and characters of text/s. The files are kept in
@@ -73,7 +73,7 @@ def sized(kind: str, make: Callable[[Path, int], None], units: int, target_bytes
 
 
 def time_parse(files: tuple[Path, Path], repeat: int) -> dict[str, Any]:
-    from agentkb.ingest.files import TextDocument, parse_file
+    from agentkb.ingest.files.parse import TextDocument, parse_file
 
     path, small = files
     ext = path.suffix.lstrip(".")
@@ -116,7 +116,7 @@ def main(argv: list[str]) -> None:
          "seconds": round(docx["seconds"], 2), "MB/s": docx["mb_per_s"],
          "units/s": f"{docx['units_per_s']} sections/s", "text chars/s": f"{docx['chars_per_s']:,}"},
     ]
-    print_table(f"files: agentkb.ingest.files.parse_file, median of {repeat}", table)
+    print_table(f"files: agentkb.ingest.files.parse.parse_file, median of {repeat}", table)
     write_result("files", {"quick": args.quick, "target_mb": args.mb, "median_of": repeat, "pdf": pdf, "docx": docx,
                            "table": table})
 
