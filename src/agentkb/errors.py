@@ -1,11 +1,11 @@
 """The error hierarchy. Every error reaches clients as `application/problem+json` `{"title", "detail"}`.
 
-    AgentKBError (500)
-     ├── BadRequest (400)          malformed body, field, SQL or file
-     ├── NotFound (404)            unknown project, agent, knowledge base, data source, ...
-     ├── Conflict (409)            a name that already exists; deleting a non-empty project
-     ├── PayloadTooLarge (413)     request body over `max_body_bytes`
-     └── UpstreamError (502)       an embedding or LLM provider failed
+AgentKBError (500)
+ ├── BadRequest (400)          malformed body, field, SQL or file
+ ├── NotFound (404)            unknown project, agent, knowledge base, data source, ...
+ ├── Conflict (409)            a name that already exists; deleting a non-empty project
+ ├── PayloadTooLarge (413)     request body over `max_body_bytes`
+ └── UpstreamError (502)       an embedding or LLM provider failed
 """
 
 from __future__ import annotations

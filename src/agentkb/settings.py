@@ -52,22 +52,27 @@ class Settings(BaseSettings):
         default=64 * 1024 * 1024, description="Largest accepted request body in bytes; larger gets 413."
     )
     max_upload_bytes: int = Field(
-        default=100 * 1024 * 1024, description="Largest file accepted by `PUT /api/files/{name}`; larger gets 413."
+        default=100 * 1024 * 1024,
+        description="Largest file accepted by `PUT /api/files/{name}`; larger gets 413.",
     )
     db_pool_size: int = Field(default=20, description="Connections kept in the PostgreSQL pool.")
     worker_enabled: bool = Field(
         default=True, description="Run an ingestion worker inside the API server for async inserts."
     )
-    job_heartbeat_s: float = Field(default=5.0, description="How often a running ingestion job records it is alive.")
+    job_heartbeat_s: float = Field(
+        default=5.0, description="How often a running ingestion job records it is alive."
+    )
     job_stale_after_s: float = Field(
-        default=30.0, description="A running job silent this long is taken over by another worker (or failed)."
+        default=30.0,
+        description="A running job silent this long is taken over by another worker (or failed).",
     )
     crawl_allow_private: bool = Field(
         default=False,
         description="Let the crawler fetch private, loopback and link-local addresses (off: SSRF guard).",
     )
     agent_timeout_s: float = Field(
-        default=120.0, description="Default bound on one agent run (an agent's `params.timeout` overrides it)."
+        default=120.0,
+        description="Default bound on one agent run (an agent's `params.timeout` overrides it).",
     )
     log_level: str = Field(default="INFO", description="Log level (DEBUG, INFO, WARNING, ERROR).")
     log_format: Literal["text", "json"] = Field(default="text", description="Log lines as text or JSON.")

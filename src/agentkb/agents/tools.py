@@ -93,7 +93,10 @@ def describe(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
             line.append(str(value))
     widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
     return "\n".join(
-        "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(line, widths)))
+        "  ".join(
+            cell.ljust(w) if i == 0 else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(line, widths, strict=False))
+        )
         for line in table
     )
 

@@ -14,7 +14,12 @@ from agentkb.errors import AgentKBError
 
 log = logging.getLogger("agentkb.api")
 
-_HTTP_TITLES = {404: "Not found", 405: "Method not allowed", 413: "Payload too large", 415: "Unsupported media type"}
+_HTTP_TITLES = {
+    404: "Not found",
+    405: "Method not allowed",
+    413: "Payload too large",
+    415: "Unsupported media type",
+}
 
 
 def _location(loc: tuple[Any, ...]) -> str:

@@ -42,7 +42,10 @@ UPLOAD_BODY: dict[str, Any] = {
                     "required": ["file"],
                     "properties": {
                         "file": {"type": "string", "format": "binary"},
-                        "original_file_name": {"type": "string", "description": "Its extension sets the format."},
+                        "original_file_name": {
+                            "type": "string",
+                            "description": "Its extension sets the format.",
+                        },
                         "source_type": {"type": "string", "enum": ["file"]},
                         "name": {"type": "string", "description": "Ignored (the SDK sends it)."},
                     },
@@ -51,7 +54,10 @@ UPLOAD_BODY: dict[str, Any] = {
             "application/json": {
                 "schema": {
                     "type": "object",
-                    "properties": {"source_type": {"type": "string", "enum": ["url"]}, "source": {"type": "string"}},
+                    "properties": {
+                        "source_type": {"type": "string", "enum": ["url"]},
+                        "source": {"type": "string"},
+                    },
                     "description": "URL sources: refused (URL file upload is disabled).",
                 }
             },
@@ -171,7 +177,9 @@ def _refuse_json(data: Any) -> NoReturn:
         raise invalid_parameters('URL source type can not be used together with "file" field.')
     if source_type != "file":
         raise _source_type_error(source_type)
-    raise BadRequest("Send the file as multipart/form-data, in a part named 'file'", title="File field is missed")
+    raise BadRequest(
+        "Send the file as multipart/form-data, in a part named 'file'", title="File field is missed"
+    )
 
 
 @dataclass
@@ -204,7 +212,9 @@ async def _receive_form(request: Request, files: FileService) -> _Form:
 
     callbacks: Any = {
         "on_part_begin": part.headers.clear,
-        "on_header_field": lambda data, start, end: setattr(part, "header_name", part.header_name + data[start:end]),
+        "on_header_field": lambda data, start, end: setattr(
+            part, "header_name", part.header_name + data[start:end]
+        ),
         "on_header_value": lambda data, start, end: setattr(
             part, "header_value", part.header_value + data[start:end]
         ),

@@ -13,12 +13,15 @@ from agentkb.api.responses import JSON
 from agentkb.api.schemas import job_record
 from agentkb.api.sse import sse_objects
 
-router = APIRouter(prefix="/api/projects/{project_name}/knowledge_bases/{kb_name}/jobs", tags=["ingestion jobs"])
+router = APIRouter(
+    prefix="/api/projects/{project_name}/knowledge_bases/{kb_name}/jobs", tags=["ingestion jobs"]
+)
 
 
 @router.get("")
-async def list_jobs(project_name: str, kb_name: str, services: ServicesDep,
-                    limit: int = Query(50, ge=1, le=1000)) -> Any:
+async def list_jobs(
+    project_name: str, kb_name: str, services: ServicesDep, limit: int = Query(50, ge=1, le=1000)
+) -> Any:
     kb, rows = await services.jobs.list(project_name, kb_name, limit)
     return JSON([job_record(j, kb.project_name, kb.name) for j in rows])
 
@@ -38,7 +41,9 @@ async def cancel_job(project_name: str, kb_name: str, job_id: str, services: Ser
 
 
 @router.get("/{job_id}/events")
-async def job_events(project_name: str, kb_name: str, job_id: str, services: ServicesDep) -> StreamingResponse:
+async def job_events(
+    project_name: str, kb_name: str, job_id: str, services: ServicesDep
+) -> StreamingResponse:
     """Server-sent events: the job record each time it changes, until it ends."""
     kb, job = await services.jobs.get(project_name, kb_name, job_id)
 

@@ -48,8 +48,9 @@ def to_filters(given: dict[str, Any] | list[FilterCondition] | None) -> tuple[Fi
         op = condition.op.lower().strip()
         op = "!=" if op == "<>" else op
         if op not in _OPS:
-            raise BadRequest(f"Unknown filter operator {condition.op!r}; use one of {sorted(_OPS)}",
-                             title="Invalid filter")
+            raise BadRequest(
+                f"Unknown filter operator {condition.op!r}; use one of {sorted(_OPS)}", title="Invalid filter"
+            )
         value = tuple(condition.value) if isinstance(condition.value, list) else condition.value
         filters.append(Filter(condition.key, op, value))  # type: ignore[arg-type]  # op is checked in _OPS
     return tuple(filters)
@@ -76,10 +77,15 @@ async def get_knowledge_base(project_name: str, kb_name: str, services: Services
     return JSON({**kb_record(kb), "document_count": documents, "chunk_count": chunks})
 
 
-@router.put("/{kb_name}", responses={202: {"description": "Queued (async): {\"job_id\"}"}})
+@router.put("/{kb_name}", responses={202: {"description": 'Queued (async): {"job_id"}'}})
 async def insert_into_knowledge_base(
-    project_name: str, kb_name: str, body: InsertRequest, services: ServicesDep,
-    async_: bool = Query(False, alias="async", description="Queue the insert as a job and answer 202 at once."),
+    project_name: str,
+    kb_name: str,
+    body: InsertRequest,
+    services: ServicesDep,
+    async_: bool = Query(
+        False, alias="async", description="Queue the insert as a job and answer 202 at once."
+    ),
     prefer: str | None = Header(None, description="`respond-async` does the same as `?async=true`."),
 ) -> Any:
     """Insert rows / query results / files / pages (spec 4.5). By default the request waits: 200 with
@@ -90,13 +96,17 @@ async def insert_into_knowledge_base(
     wait = not (async_ or (prefer is not None and "respond-async" in prefer.lower()))
     job = await services.ingest.submit(project_name, kb_name, given, wait=wait)
     if not wait:
-        return JSON({"job_id": job.id, "state": job.state}, status_code=202, headers={"X-Agentkb-Job": job.id})
+        return JSON(
+            {"job_id": job.id, "state": job.state}, status_code=202, headers={"X-Agentkb-Job": job.id}
+        )
     summary = ", ".join(f"{name}={int(job.counts.get(name, 0))}" for name in IngestStats.__slots__)
     return JSON("", headers={"X-Agentkb-Ingest": summary, "X-Agentkb-Job": job.id})
 
 
 @router.post("/{kb_name}/search", response_model=list[SearchHit])
-async def search_knowledge_base(project_name: str, kb_name: str, body: SearchRequest, services: ServicesDep) -> Any:
+async def search_knowledge_base(
+    project_name: str, kb_name: str, body: SearchRequest, services: ServicesDep
+) -> Any:
     options = SearchOptions(
         query=body.query,
         filters=to_filters(body.filters),
@@ -112,8 +122,13 @@ async def search_knowledge_base(project_name: str, kb_name: str, body: SearchReq
     return JSON([h.as_dict() for h in hits])
 
 
-@router.delete("/{kb_name}", responses={204: {"description": "Knowledge base dropped"}, 200: {"description": "Documents deleted"}})
-async def delete_knowledge_base(project_name: str, kb_name: str, request: Request, services: ServicesDep) -> Any:
+@router.delete(
+    "/{kb_name}",
+    responses={204: {"description": "Knowledge base dropped"}, 200: {"description": "Documents deleted"}},
+)
+async def delete_knowledge_base(
+    project_name: str, kb_name: str, request: Request, services: ServicesDep
+) -> Any:
     """No body: drop the knowledge base and its chunks (204). A body `{"ids": [...]}` and/or
     `{"filters": ...}`: delete those documents / matching chunks only (200 with counts)."""
     raw = await request.body()
@@ -123,9 +138,13 @@ async def delete_knowledge_base(project_name: str, kb_name: str, request: Reques
     try:
         body = DeleteDocumentsRequest.model_validate_json(raw)
     except ValidationError as exc:
-        raise BadRequest(f"Invalid delete body: {exc.errors()[0]['msg']}", title="Invalid request body") from exc
+        raise BadRequest(
+            f"Invalid delete body: {exc.errors()[0]['msg']}", title="Invalid request body"
+        ) from exc
     if body.ids is None and body.filters is None:
-        raise BadRequest("Give 'ids' and/or 'filters' to delete documents, or no body to drop the knowledge base")
+        raise BadRequest(
+            "Give 'ids' and/or 'filters' to delete documents, or no body to drop the knowledge base"
+        )
     documents, chunks = await services.knowledge_bases.delete_documents(
         project_name, kb_name, body.ids, to_filters(body.filters)
     )

@@ -45,7 +45,11 @@ class RequestContext:
             await send(message)
 
         # an upload's multipart body is the file plus its form fields and boundaries
-        limit = self.max_upload_bytes + FORM_OVERHEAD if scope["path"].startswith("/api/files") else self.max_body_bytes
+        limit = (
+            self.max_upload_bytes + FORM_OVERHEAD
+            if scope["path"].startswith("/api/files")
+            else self.max_body_bytes
+        )
         try:
             declared = _content_length(scope)
             if declared is not None and declared > limit:
@@ -85,7 +89,9 @@ class RequestContext:
             )
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
-        response = Problem(413, "Payload too large", f"The request body is larger than the limit of {limit} bytes")
+        response = Problem(
+            413, "Payload too large", f"The request body is larger than the limit of {limit} bytes"
+        )
         await response(scope, receive, send)
 
 

@@ -87,7 +87,9 @@ class KnowledgeBaseFields(_Lenient):
     id_column: str | None = None
     params: dict[str, Any] | None = None
     preprocessing: dict[str, Any] | None = None
-    storage: dict[str, Any] | None = Field(None, description="Recorded only: chunks always live in agentkb's pgvector.")
+    storage: dict[str, Any] | None = Field(
+        None, description="Recorded only: chunks always live in agentkb's pgvector."
+    )
 
 
 class KnowledgeBaseRequest(BaseModel):
@@ -171,11 +173,14 @@ class FilterCondition(BaseModel):
 class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     query: str | None = Field(None, description="Text to search for; omit to list chunks.")
-    limit: int | None = Field(None, ge=0, description="Rows to return (default 10, at most 100 with a query).")
+    limit: int | None = Field(
+        None, ge=0, description="Rows to return (default 10, at most 100 with a query)."
+    )
     offset: int = Field(0, ge=0)
     filters: dict[str, Any] | list[FilterCondition] | None = Field(
-        None, description="{key: value} (a list value means IN) or [{key, op, value}]; keys are metadata keys, "
-        "`id` or `chunk_id`."
+        None,
+        description="{key: value} (a list value means IN) or [{key, op, value}]; keys are metadata keys, "
+        "`id` or `chunk_id`.",
     )
     hybrid_search: bool = Field(True, description="Fuse vector and full-text rankings; false: vector only.")
     hybrid_search_alpha: float | None = Field(None, ge=0, le=1, description="Weight of the vector ranking.")
@@ -203,10 +208,19 @@ def job_record(job: JobRow, project: str, kb: str) -> dict[str, Any]:
     end = job.finished_at
     duration = (end - job.started_at).total_seconds() if end and job.started_at else None
     return {
-        "id": job.id, "project": project, "knowledge_base": kb, "mode": job.mode, "state": job.state,
-        "counts": job.counts, "errors": job.errors, "error": job.error, "worker": job.worker,
-        "attempts": job.attempts, "cancel_requested": job.cancel_requested,
-        "created_at": timestamp(job.created_at), "started_at": optional_timestamp(job.started_at),
+        "id": job.id,
+        "project": project,
+        "knowledge_base": kb,
+        "mode": job.mode,
+        "state": job.state,
+        "counts": job.counts,
+        "errors": job.errors,
+        "error": job.error,
+        "worker": job.worker,
+        "attempts": job.attempts,
+        "cancel_requested": job.cancel_requested,
+        "created_at": timestamp(job.created_at),
+        "started_at": optional_timestamp(job.started_at),
         "finished_at": optional_timestamp(end),
         "duration_s": round(duration, 3) if duration is not None else None,
     }

@@ -36,9 +36,17 @@ async def sql_query(body: SQLRequest, services: ServicesDep) -> Any:
         return JSON({"type": "error", "error_code": 0, "error_message": exc.detail, "context": {"db": db}})
     except Exception as exc:  # never a 500 here: MindsDB clients expect a typed error answer
         log.exception("SQL statement failed: %s", body.query[:200])
-        return JSON({"type": "error", "error_code": 0, "error_message": f"{type(exc).__name__}: {exc}",
-                     "context": {"db": db}})
+        return JSON(
+            {
+                "type": "error",
+                "error_code": 0,
+                "error_message": f"{type(exc).__name__}: {exc}",
+                "context": {"db": db},
+            }
+        )
     context = {"db": result.db, "show_secrets": False}
     if result.kind == "table":
-        return JSON({"type": "table", "column_names": result.column_names, "data": result.data, "context": context})
+        return JSON(
+            {"type": "table", "column_names": result.column_names, "data": result.data, "context": context}
+        )
     return JSON({"type": "ok", "affected_rows": result.affected_rows, "context": context})

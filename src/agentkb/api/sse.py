@@ -76,8 +76,14 @@ async def sse_chunks(events: AsyncIterator[Event]) -> AsyncIterator[str]:
         raise
     except Exception as exc:  # reported to the client, then the stream ends cleanly
         log.exception("agent stream failed")
-        yield encode({"type": "error", "content": f"Error in completion event generator: {exc}",
-                      "error_type": "general", "trace_id": ""})
+        yield encode(
+            {
+                "type": "error",
+                "content": f"Error in completion event generator: {exc}",
+                "error_type": "general",
+                "trace_id": "",
+            }
+        )
     finally:
         close = getattr(events, "aclose", None)
         if close is not None:

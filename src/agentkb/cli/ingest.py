@@ -137,13 +137,16 @@ class Ingest:
         try:
             response = self.client.get(self.kb_path)
         except httpx.TransportError as exc:
-            raise IngestError(f"cannot reach agentkb at {self.client.base_url}: {exc}. Is `agentkb serve` "
-                              "running there (see --server)?") from exc
+            raise IngestError(
+                f"cannot reach agentkb at {self.client.base_url}: {exc}. Is `agentkb serve` "
+                "running there (see --server)?"
+            ) from exc
         if response.status_code == 404:
             raise IngestError(
                 f"{problem(response)}. Create it first, e.g.: curl -X POST {self.client.base_url}/api/projects/"
                 f"{self.project}/knowledge_bases -H 'content-type: application/json' "
-                f"-d '{{\"knowledge_base\": {{\"name\": \"{self.kb}\"}}}}'")
+                f'-d \'{{"knowledge_base": {{"name": "{self.kb}"}}}}\''
+            )
         if response.status_code != 200:
             raise IngestError(problem(response))
 
@@ -157,9 +160,15 @@ class Ingest:
                 raise IngestError(f"cannot replace the uploaded file {name}: {problem(response)}")
             self.console.print(f"replacing the earlier upload [bold]{name}[/]")
         size = path.stat().st_size
-        with Progress(TextColumn("upload [bold]{task.description}"), BarColumn(), DownloadColumn(),
-                      TransferSpeedColumn(), console=self.console, transient=True,
-                      disable=not self.console.is_terminal) as bar:
+        with Progress(
+            TextColumn("upload [bold]{task.description}"),
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            console=self.console,
+            transient=True,
+            disable=not self.console.is_terminal,
+        ) as bar:
             task = bar.add_task(name, total=size)
             body = _Counting(path, lambda n: bar.advance(task, n))
             try:
@@ -171,21 +180,30 @@ class Ingest:
             finally:
                 body.close()
         if response.status_code == 413:
-            raise IngestError(f"{path} ({size:,} bytes) is larger than the server accepts: {problem(response)}")
+            raise IngestError(
+                f"{path} ({size:,} bytes) is larger than the server accepts: {problem(response)}"
+            )
         if response.status_code != 200:
             raise IngestError(f"upload of {path} refused: {problem(response)}")
         record = self.client.get(f"/api/files/{name}").json()
-        shape = (f"{record['row_count']:,} rows" if record.get("row_count") is not None
-                 else f"{record.get('page_count') or 0:,} pages/sections")
-        self.console.print(f"uploaded [bold]{escape(path.name)}[/] as [bold]{name}[/] ({size:,} bytes, {shape})")
+        shape = (
+            f"{record['row_count']:,} rows"
+            if record.get("row_count") is not None
+            else f"{record.get('page_count') or 0:,} pages/sections"
+        )
+        self.console.print(
+            f"uploaded [bold]{escape(path.name)}[/] as [bold]{name}[/] ({size:,} bytes, {shape})"
+        )
 
     def submit(self, body: dict[str, Any]) -> str:
         response = self.client.put(self.kb_path, params={"async": "true"}, json={"knowledge_base": body})
         if response.status_code != 202:
             why = problem(response)
             if "Refusing to fetch" in why and "metadata" not in why:
-                why += (" (the server crawls private and loopback addresses only when it runs with "
-                        "AGENTKB_CRAWL_ALLOW_PRIVATE=true)")
+                why += (
+                    " (the server crawls private and loopback addresses only when it runs with "
+                    "AGENTKB_CRAWL_ALLOW_PRIVATE=true)"
+                )
             raise IngestError(f"insert refused: {why}")
         job_id: str = response.json()["job_id"]
         self.console.print(f"job [bold]{job_id}[/] queued")
@@ -202,8 +220,9 @@ class Ingest:
         while True:
             last: dict[str, Any] | None = None
             try:
-                with self.client.stream("GET", f"{self.kb_path}/jobs/{job_id}/events",
-                                        timeout=httpx.Timeout(30, read=None)) as response:
+                with self.client.stream(
+                    "GET", f"{self.kb_path}/jobs/{job_id}/events", timeout=httpx.Timeout(30, read=None)
+                ) as response:
                     if response.status_code != 200:
                         response.read()
                         raise IngestError(f"cannot follow job {job_id}: {problem(response)}")
@@ -217,9 +236,10 @@ class Ingest:
             except httpx.TransportError as exc:
                 failures += 1
                 if failures > RECONNECTS:
-                    raise IngestError(f"lost the connection to the server while following job {job_id}: "
-                                      f"{exc}") from exc
-                time.sleep(min(2.0 ** failures / 4, 5.0))
+                    raise IngestError(
+                        f"lost the connection to the server while following job {job_id}: {exc}"
+                    ) from exc
+                time.sleep(min(2.0**failures / 4, 5.0))
             if last is not None and last["state"] in TERMINAL:
                 return
 
@@ -262,15 +282,26 @@ class Ingest:
         )
 
         job: dict[str, Any] = {}
-        with Progress(SpinnerColumn(), TextColumn("[bold]{task.fields[state]:<9}"), BarColumn(),
-                      MofNCompleteColumn(), TextColumn("{task.fields[detail]}"), TimeElapsedColumn(),
-                      console=self.console) as bar:
+        with Progress(
+            SpinnerColumn(),
+            TextColumn("[bold]{task.fields[state]:<9}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[detail]}"),
+            TimeElapsedColumn(),
+            console=self.console,
+        ) as bar:
             task = bar.add_task("job", total=None, state="queued", detail="")
             for job in self.events(job_id):
                 counts = job.get("counts") or {}
                 total = counts.get("items_total")
-                bar.update(task, total=int(total) if total else None, completed=items_done(counts),
-                           state=job["state"], detail=_detail(counts))
+                bar.update(
+                    task,
+                    total=int(total) if total else None,
+                    completed=items_done(counts),
+                    state=job["state"],
+                    detail=_detail(counts),
+                )
         return job
 
 
@@ -278,8 +309,10 @@ def _detail(counts: dict[str, Any]) -> str:
     def n(key: str) -> int:
         return int(counts.get(key, 0) or 0)
 
-    return (f"embedded {n('embedded')} · unchanged {n('unchanged') + n('items_skipped_unchanged')} · "
-            f"failed {n('items_failed')}")
+    return (
+        f"embedded {n('embedded')} · unchanged {n('unchanged') + n('items_skipped_unchanged')} · "
+        f"failed {n('items_failed')}"
+    )
 
 
 def _progress_line(job: dict[str, Any]) -> str:
@@ -310,7 +343,9 @@ def summary(console: Console, job: dict[str, Any]) -> None:
     if errors:
         console.print(f"[yellow]{len(errors)} item(s) failed:[/]")
         for item in errors[:SHOWN_ITEM_ERRORS]:
-            console.print(escape(f"  {item.get('item')}: {item.get('error')}"), highlight=False, soft_wrap=True)
+            console.print(
+                escape(f"  {item.get('item')}: {item.get('error')}"), highlight=False, soft_wrap=True
+            )
         if len(errors) > SHOWN_ITEM_ERRORS:
             console.print(f"  ... and {len(errors) - SHOWN_ITEM_ERRORS} more (GET the job for all of them)")
 
@@ -319,7 +354,9 @@ def _ask_cancel(console: Console, job_id: str) -> bool:
     from rich.prompt import Confirm
 
     try:
-        return Confirm.ask(f"\nCancel job {job_id}? (no: leave it running and exit)", console=console, default=False)
+        return Confirm.ask(
+            f"\nCancel job {job_id}? (no: leave it running and exit)", console=console, default=False
+        )
     except (EOFError, KeyboardInterrupt):
         return False
 
@@ -327,22 +364,42 @@ def _ask_cancel(console: Console, job_id: str) -> bool:
 def ingest(
     kb: Annotated[str, typer.Argument(help="The knowledge base to insert into (it must exist).")],
     project: Annotated[str, typer.Option(help="Project of the knowledge base.")] = "mindsdb",
-    file: Annotated[list[Path] | None, typer.Option(
-        "--file", "-f", exists=True, dir_okay=False, readable=True,
-        help="A file to upload and insert (PDF, DOCX, PPTX, HTML, Markdown, TXT, CSV, TSV, XLSX, JSON, "
-             "JSONL); repeat for more.")] = None,
-    url: Annotated[list[str] | None, typer.Option(
-        "--url", "-u", help="A start URL to crawl; repeat for more.")] = None,
-    crawl_depth: Annotated[int | None, typer.Option(
-        min=0, help="Link hops followed from the start URLs (server default 1; 0 = the start pages only).")] = None,
-    limit: Annotated[int | None, typer.Option(
-        min=1, help="Most pages to crawl (server default 1000, at most 10000).")] = None,
-    allowed_domain: Annotated[list[str] | None, typer.Option(
-        "--allowed-domain", help="Follow links only to this domain (and its subdomains); repeat for more. "
-                                 "Default: the start URLs' domains.")] = None,
+    file: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--file",
+            "-f",
+            exists=True,
+            dir_okay=False,
+            readable=True,
+            help="A file to upload and insert (PDF, DOCX, PPTX, HTML, Markdown, TXT, CSV, TSV, XLSX, JSON, "
+            "JSONL); repeat for more.",
+        ),
+    ] = None,
+    url: Annotated[
+        list[str] | None, typer.Option("--url", "-u", help="A start URL to crawl; repeat for more.")
+    ] = None,
+    crawl_depth: Annotated[
+        int | None,
+        typer.Option(
+            min=0, help="Link hops followed from the start URLs (server default 1; 0 = the start pages only)."
+        ),
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option(min=1, help="Most pages to crawl (server default 1000, at most 10000).")
+    ] = None,
+    allowed_domain: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-domain",
+            help="Follow links only to this domain (and its subdomains); repeat for more. "
+            "Default: the start URLs' domains.",
+        ),
+    ] = None,
     server: Annotated[str, typer.Option(help="Base URL of the agentkb server.")] = DEFAULT_SERVER,
-    no_wait: Annotated[bool, typer.Option(
-        "--no-wait", help="Submit the job, print its id and exit without following it.")] = False,
+    no_wait: Annotated[
+        bool, typer.Option("--no-wait", help="Submit the job, print its id and exit without following it.")
+    ] = False,
 ) -> None:
     """Upload files and crawl web sites into a knowledge base, as one job, showing its progress."""
     import httpx
@@ -364,7 +421,9 @@ def ingest(
             body["limit"] = limit
         if allowed_domain:
             body["filters"] = {"allowed_domains": allowed_domain}
-    timeout = httpx.Timeout(60, read=600)  # an upload is parsed before it is answered: large ones take a while
+    timeout = httpx.Timeout(
+        60, read=600
+    )  # an upload is parsed before it is answered: large ones take a while
     with httpx.Client(base_url=server.rstrip("/"), timeout=timeout) as client:
         run = Ingest(client, console, project, kb)
         job_id = None
@@ -385,19 +444,25 @@ def ingest(
                     break
                 except KeyboardInterrupt:
                     if not _ask_cancel(console, job_id):
-                        console.print(f"job {job_id} keeps running; follow it with GET "
-                                      f"{server.rstrip('/')}{run.kb_path}/jobs/{job_id}/events")
+                        console.print(
+                            f"job {job_id} keeps running; follow it with GET "
+                            f"{server.rstrip('/')}{run.kb_path}/jobs/{job_id}/events"
+                        )
                         raise typer.Exit(130) from None
                     job = run.cancel(job_id)
-                    console.print("cancel requested: a running job stops at its next progress check and "
-                                  "its whole insert is rolled back")
+                    console.print(
+                        "cancel requested: a running job stops at its next progress check and "
+                        "its whole insert is rolled back"
+                    )
                     if job["state"] in TERMINAL:
                         break
         except IngestError as exc:
             console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
             raise typer.Exit(1) from None
         except httpx.TransportError as exc:
-            console.print(f"[red]error:[/] cannot reach agentkb at {escape(server)}: {escape(str(exc))}", soft_wrap=True)
+            console.print(
+                f"[red]error:[/] cannot reach agentkb at {escape(server)}: {escape(str(exc))}", soft_wrap=True
+            )
             raise typer.Exit(1) from None
         except KeyboardInterrupt:
             if job_id is not None:

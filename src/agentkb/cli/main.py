@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -30,10 +31,14 @@ def serve(
     from agentkb.logs import configure
     from agentkb.settings import Settings
 
-    overrides: dict[str, Any] = {k: v for k, v in {"host": host, "port": port, "data_dir": data_dir}.items() if v is not None}
+    overrides: dict[str, Any] = {
+        k: v for k, v in {"host": host, "port": port, "data_dir": data_dir}.items() if v is not None
+    }
     settings = Settings(**overrides)
     configure(settings.log_level, settings.log_format)
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_config=None, access_log=False)
+    uvicorn.run(
+        create_app(settings), host=settings.host, port=settings.port, log_config=None, access_log=False
+    )
 
 
 @app.command()
@@ -73,10 +78,8 @@ def worker(
 
     settings = Settings(**_data_dir(data_dir))
     configure(settings.log_level, settings.log_format)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(run_worker(settings))
-    except KeyboardInterrupt:
-        pass
 
 
 app.command("ingest")(ingest)

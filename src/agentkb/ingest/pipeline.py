@@ -47,9 +47,9 @@ class IngestStats:
 @dataclass(slots=True)
 class _Plan:
     doc_ids: list[str]
-    keep: list[str]                       # every chunk id the documents now have
-    writes: list[Chunk]                   # chunks to insert or update
-    vectors: dict[str, np.ndarray]        # content hash -> stored vector (reused)
+    keep: list[str]  # every chunk id the documents now have
+    writes: list[Chunk]  # chunks to insert or update
+    vectors: dict[str, np.ndarray]  # content hash -> stored vector (reused)
     to_embed: list[Chunk] = field(default_factory=list)
     stats: IngestStats = field(default_factory=IngestStats)
 
@@ -65,8 +65,15 @@ def _same(stored: store.StoredChunk, chunk: Chunk) -> bool:
 class Ingestor:
     """Writes documents into one KB inside one transaction (`conn`)."""
 
-    def __init__(self, conn: AsyncConnection, kb_id: int, table: str, embedder: Embedder,
-                 chunking: ChunkingConfig, on_batch: Callable[[IngestStats], Awaitable[None]] | None = None) -> None:
+    def __init__(
+        self,
+        conn: AsyncConnection,
+        kb_id: int,
+        table: str,
+        embedder: Embedder,
+        chunking: ChunkingConfig,
+        on_batch: Callable[[IngestStats], Awaitable[None]] | None = None,
+    ) -> None:
         self.conn = conn
         self.kb_id = kb_id
         self.table = table
@@ -100,7 +107,9 @@ class Ingestor:
         stats.chunks = len(keep)
         kept = set(keep)
         stats.deleted = sum(1 for cid in stored if cid not in kept)
-        vectors = await store.embeddings_by_hash(self.conn, self.table, sorted({c.content_hash for c in writes}))
+        vectors = await store.embeddings_by_hash(
+            self.conn, self.table, sorted({c.content_hash for c in writes})
+        )
         plan = _Plan(doc_ids, keep, writes, vectors, stats=stats)
         pending: dict[str, Chunk] = {}
         for chunk in writes:
@@ -124,8 +133,12 @@ class Ingestor:
         await store.upsert_chunks(
             self.conn,
             self.table,
-            [ChunkWrite(c.chunk_id, c.doc_id, c.content, c.content_hash, c.metadata, vectors[c.content_hash])
-             for c in plan.writes],
+            [
+                ChunkWrite(
+                    c.chunk_id, c.doc_id, c.content, c.content_hash, c.metadata, vectors[c.content_hash]
+                )
+                for c in plan.writes
+            ],
         )
         plan.stats.written = len(plan.writes)
         self.stats.add(plan.stats)

@@ -57,14 +57,22 @@ class DocumentSource(Protocol):
 
     async def validate(self, given: InsertInput) -> dict[str, Any]: ...
 
-    def documents(self, conn: AsyncConnection, kb: KnowledgeBaseRow, given: InsertInput, spec: ColumnSpec,
-                  progress: Progress) -> AsyncIterator[list[Document]]: ...
+    def documents(
+        self,
+        conn: AsyncConnection,
+        kb: KnowledgeBaseRow,
+        given: InsertInput,
+        spec: ColumnSpec,
+        progress: Progress,
+    ) -> AsyncIterator[list[Document]]: ...
 
 
 class RowStream(Protocol):
     """A read-only SELECT over a data source, as `(columns, rows)` batches (the data-source service)."""
 
-    def stream_query(self, sql: str, batch_size: int = ...) -> AsyncIterator[tuple[list[str], list[dict[str, Any]]]]: ...
+    def stream_query(
+        self, sql: str, batch_size: int = ...
+    ) -> AsyncIterator[tuple[list[str], list[dict[str, Any]]]]: ...
 
 
 def column_spec(kb: KnowledgeBaseRow) -> ColumnSpec:
@@ -94,7 +102,7 @@ def check_query(value: Any) -> str:
 
 async def row_batches(rows: list[dict[str, Any]], spec: ColumnSpec) -> AsyncIterator[list[Document]]:
     for start in range(0, len(rows), BATCH_ROWS):
-        yield list(row_documents(rows[start:start + BATCH_ROWS], spec, start_index=start))
+        yield list(row_documents(rows[start : start + BATCH_ROWS], spec, start_index=start))
 
 
 async def query_batches(source: RowStream, sql: str, spec: ColumnSpec) -> AsyncIterator[list[Document]]:

@@ -44,12 +44,18 @@ def chunking_config(params: dict[str, Any]) -> ChunkingConfig:
     preprocessing = params.get("preprocessing") or {}
     nested = preprocessing.get("text_chunking_config") or {} if isinstance(preprocessing, dict) else {}
     size = _int(nested.get("chunk_size", params.get("chunk_size", DEFAULT_CHUNK_SIZE)), "chunk_size")
-    overlap = _int(nested.get("chunk_overlap", params.get("chunk_overlap", DEFAULT_CHUNK_OVERLAP)), "chunk_overlap")
+    overlap = _int(
+        nested.get("chunk_overlap", params.get("chunk_overlap", DEFAULT_CHUNK_OVERLAP)), "chunk_overlap"
+    )
     if not 1 <= size <= MAX_CHUNK_SIZE:
-        raise BadRequest(f"'chunk_size' must be in 1..{MAX_CHUNK_SIZE}", title="Invalid preprocessing configuration")
+        raise BadRequest(
+            f"'chunk_size' must be in 1..{MAX_CHUNK_SIZE}", title="Invalid preprocessing configuration"
+        )
     if not 0 <= overlap < size:
-        raise BadRequest("'chunk_overlap' must be ≥ 0 and smaller than 'chunk_size'",
-                         title="Invalid preprocessing configuration")
+        raise BadRequest(
+            "'chunk_overlap' must be ≥ 0 and smaller than 'chunk_size'",
+            title="Invalid preprocessing configuration",
+        )
     return ChunkingConfig(size, overlap)
 
 
@@ -66,7 +72,10 @@ def chunk_document(doc: Document, config: ChunkingConfig, updated_at: str) -> li
     """Split one document. Offsets are character offsets into the document (end exclusive); chunk ids are
     `{doc_id}:{content_column}:{i+1}of{n}:{start}to{end}`. Nothing is truncated: every character of the
     document lands in at least one chunk (whitespace between chunks aside)."""
-    pieces = [(start, text) for start, text in _splitter(config.chunk_size, config.chunk_overlap).chunk_indices(doc.content)]
+    pieces = [
+        (start, text)
+        for start, text in _splitter(config.chunk_size, config.chunk_overlap).chunk_indices(doc.content)
+    ]
     if not pieces:
         pieces = [(0, doc.content)]
     n = len(pieces)

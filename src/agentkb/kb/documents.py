@@ -25,8 +25,8 @@ class ColumnSpec:
 
 @dataclass(frozen=True, slots=True)
 class Document:
-    doc_id: str                 # the id as text (storage key)
-    original_id: Any            # the id as given (MindsDB keeps its type), or the content hash
+    doc_id: str  # the id as text (storage key)
+    original_id: Any  # the id as given (MindsDB keeps its type), or the content hash
     content_column: str
     content: str
     metadata: dict[str, Any] = field(default_factory=dict)
@@ -118,7 +118,9 @@ def row_documents(
             else:
                 metadata[column] = value
         if not any(column in row for column in content_cols):
-            raise BadRequest(f"Row {index} has none of the content column(s) {content_cols}", title="Invalid rows")
+            raise BadRequest(
+                f"Row {index} has none of the content column(s) {content_cols}", title="Invalid rows"
+            )
         texts = [(column, _text(row.get(column))) for column in content_cols]  # empty cells make no document
         given_id = row.get(id_col) if id_col else None
         for column, text in texts:
@@ -126,6 +128,11 @@ def row_documents(
                 continue
             original = _json_safe(given_id) if given_id is not None else content_id(text)
             yield Document(
-                doc_id=str(original), original_id=original, content_column=column, content=text,
-                metadata=metadata, row_index=index, source=source,
+                doc_id=str(original),
+                original_id=original,
+                content_column=column,
+                content=text,
+                metadata=metadata,
+                row_index=index,
+                source=source,
             )

@@ -55,13 +55,20 @@ class BM25Index:
             return []
         import bm25s
 
-        tokens = bm25s.tokenize([query], stopwords="en", stemmer=self.stemmer, show_progress=False,
-                                return_ids=False)
+        tokens = bm25s.tokenize(
+            [query], stopwords="en", stemmer=self.stemmer, show_progress=False, return_ids=False
+        )
         if not tokens or not tokens[0]:
             return []
         k = min(k, len(self.chunk_ids))
-        docs, scores = self.model.retrieve(tokens, k=k, show_progress=False, n_threads=0)  # 0: inline, no thread
-        return [self.chunk_ids[int(d)] for d, s in zip(docs[0], scores[0]) if s > 0 and np.isfinite(s)]
+        docs, scores = self.model.retrieve(
+            tokens, k=k, show_progress=False, n_threads=0
+        )  # 0: inline, no thread
+        return [
+            self.chunk_ids[int(d)]
+            for d, s in zip(docs[0], scores[0], strict=False)
+            if s > 0 and np.isfinite(s)
+        ]
 
 
 class LexicalIndexes:
@@ -72,8 +79,9 @@ class LexicalIndexes:
         self._building: dict[int, asyncio.Task[None]] = {}
         self._lock = threading.Lock()
 
-    async def get(self, kb_id: int, version: datetime, size: Callable[[], Awaitable[int]],
-                  load: Loader) -> BM25Index | None:
+    async def get(
+        self, kb_id: int, version: datetime, size: Callable[[], Awaitable[int]], load: Loader
+    ) -> BM25Index | None:
         """The freshest index available now (None: fall back to PostgreSQL full text)."""
         cached = self._indexes.get(kb_id)
         if cached is not None and cached[0] == version:

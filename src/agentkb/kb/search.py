@@ -15,7 +15,7 @@ from agentkb.storage import chunk_search
 from agentkb.storage.chunk_filters import compile_filters
 from agentkb.storage.chunk_search import Row
 
-DEFAULT_LIMIT = 10       # MindsDB's default and maximum for content searches
+DEFAULT_LIMIT = 10  # MindsDB's default and maximum for content searches
 MAX_CONTENT_LIMIT = 100
 MAX_LISTING_LIMIT = 10_000
 DEFAULT_FUSION_K = 60
@@ -31,9 +31,9 @@ class SearchOptions:
     offset: int = 0
     relevance_threshold: float | None = None
     hybrid: bool = True
-    alpha: float = DEFAULT_ALPHA    # weight of the vector ranking; 1 - alpha for full text
+    alpha: float = DEFAULT_ALPHA  # weight of the vector ranking; 1 - alpha for full text
     fusion_k: int = DEFAULT_FUSION_K
-    rerank: bool = True             # use the KB's reranking_model, if it has one
+    rerank: bool = True  # use the KB's reranking_model, if it has one
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +97,9 @@ async def search(
     text_rows: list[Row] = []
     if alpha < 1.0 and lexical is not None:  # BM25, then the filters and distances from PostgreSQL
         ids = lexical.search(options.query, candidates if where == "TRUE" else candidates * 5)
-        text_rows = (await chunk_search.rows_by_ids(conn, table, dim, ids, query_vector, where, params))[:candidates]
+        text_rows = (await chunk_search.rows_by_ids(conn, table, dim, ids, query_vector, where, params))[
+            :candidates
+        ]
     elif alpha < 1.0:  # no BM25 index yet: PostgreSQL full text
         text_rows = await chunk_search.text_top_k(
             conn, table, dim, options.query, query_vector, candidates, where, params
@@ -106,4 +108,4 @@ async def search(
     hits = [_hit(row) for row, _ in fused]
     if options.relevance_threshold is not None:
         hits = [h for h in hits if h.relevance is not None and h.relevance >= options.relevance_threshold]
-    return hits[options.offset:wanted]
+    return hits[options.offset : wanted]

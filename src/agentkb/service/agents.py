@@ -27,8 +27,14 @@ PROVIDERS = ("extractive", "openai", "anthropic", "google", "ollama")
 _PART = IDENTIFIER.pattern.strip("^$")
 _KB_REF = re.compile(rf"^(?:({_PART})\.)?({_PART}|\*)$")
 _TABLE_REF = re.compile(rf"^{_PART}(?:\.{_PART})?\.(?:{_PART}|\*)$")
-_PROVIDER_BY_PREFIX = (("gpt", "openai"), ("o1", "openai"), ("o3", "openai"), ("o4", "openai"),
-                       ("claude", "anthropic"), ("gemini", "google"))
+_PROVIDER_BY_PREFIX = (
+    ("gpt", "openai"),
+    ("o1", "openai"),
+    ("o3", "openai"),
+    ("o4", "openai"),
+    ("claude", "anthropic"),
+    ("gemini", "google"),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +76,9 @@ def build_model(given: AgentInput, default: dict[str, Any]) -> dict[str, Any] | 
     if model_name is None and (provider is None or provider == default.get("provider")):
         out["model_name"] = model_name = default.get("model_name")
     if not isinstance(model_name, str) or not model_name:
-        raise BadRequest("'model.model_name' is required and must be a non-empty string", title="Invalid model")
+        raise BadRequest(
+            "'model.model_name' is required and must be a non-empty string", title="Invalid model"
+        )
     if provider is None:
         out["provider"] = provider = _infer_provider(model_name, default)
     if provider not in PROVIDERS:
@@ -164,7 +172,13 @@ class AgentService:
             async with self.db.transaction() as conn:
                 project = await projects.resolve(conn, project_name)
                 data = build_data(_data(given) or {}, project)
-                values = {"name": name, "model": model, "data": data, "prompt_template": prompt, "params": params}
+                values = {
+                    "name": name,
+                    "model": model,
+                    "data": data,
+                    "prompt_template": prompt,
+                    "params": params,
+                }
                 agent = await repo.insert_new(conn, project.id, values)
         except IntegrityError as exc:  # the project was deleted while we inserted
             raise project_not_found(project_name) from exc
@@ -203,7 +217,9 @@ class AgentService:
                 async with conn.begin_nested():
                     return await repo.update(conn, agent.id, values)
             except IntegrityError as exc:  # a concurrent rename took the name
-                raise Conflict(f"Agent with name {new_name} already exists", title="Agent already exists") from exc
+                raise Conflict(
+                    f"Agent with name {new_name} already exists", title="Agent already exists"
+                ) from exc
 
     async def delete(self, project_name: str, name: str) -> None:
         async with self.db.transaction() as conn:

@@ -148,10 +148,17 @@ class CompletionService:
     async def _run(
         self, agent: AgentRow, project_name: str, messages: Any, timeout_s: float, max_steps: int
     ) -> AsyncIterator[Event]:
-        trace = RunTrace(agent.id, agent.project_id, parse_messages(messages).prompt, public_model(agent.model))
+        trace = RunTrace(
+            agent.id, agent.project_id, parse_messages(messages).prompt, public_model(agent.model)
+        )
         events = run_agent(
-            agent, messages, self._tools(agent, project_name),
-            timeout_s=timeout_s, max_steps=max_steps, http_client=self.http_client, trace=trace,
+            agent,
+            messages,
+            self._tools(agent, project_name),
+            timeout_s=timeout_s,
+            max_steps=max_steps,
+            http_client=self.http_client,
+            trace=trace,
         )
         stored = False
         try:

@@ -59,7 +59,9 @@ def build_services(
     ingest.document_sources["files"] = FileSource(files)
     ingest.document_sources["urls"] = UrlSource(settings.crawl_allow_private)
     projects = ProjectService(db, settings.default_project)
-    completions = CompletionService(db, agent_service, search, data_sources, kb_service, settings, http_client)
+    completions = CompletionService(
+        db, agent_service, search, data_sources, kb_service, settings, http_client
+    )
     return Services(
         settings=settings,
         projects=projects,
@@ -72,6 +74,14 @@ def build_services(
         embedders=embedders,
         files=files,
         completions=completions,
-        sql=SQLService(projects=projects, agents=agent_service, knowledge_bases=kb_service, data_sources=data_sources,
-                       ingest=ingest, search=search, files=files, completions=completions),
+        sql=SQLService(
+            projects=projects,
+            agents=agent_service,
+            knowledge_bases=kb_service,
+            data_sources=data_sources,
+            ingest=ingest,
+            search=search,
+            files=files,
+            completions=completions,
+        ),
     )

@@ -27,9 +27,9 @@ from agentkb.storage.files import FileRow, NewFile
 from agentkb.validation import check_name, check_storable
 
 DEFAULT_MAX_BYTES = 100 * 2**20
-FLUSH_BYTES = 2**20            # written to disk in pieces of about this size
-CACHE_ENTRIES = 8              # parsed files kept by `open_parsed`...
-CACHE_MAX_FILE_BYTES = 2**24   # ...when their file is at most this large
+FLUSH_BYTES = 2**20  # written to disk in pieces of about this size
+CACHE_ENTRIES = 8  # parsed files kept by `open_parsed`...
+CACHE_MAX_FILE_BYTES = 2**24  # ...when their file is at most this large
 STALE_UPLOAD_S = 3600
 
 
@@ -202,7 +202,8 @@ class FileService:
             row = await repo.delete(conn, name.lower())
         if row is None:
             raise BadRequest(
-                f"There was an error while trying to delete file with name '{name}'", title="Error deleting file"
+                f"There was an error while trying to delete file with name '{name}'",
+                title="Error deleting file",
             )
         async with self.db.transaction() as conn:
             await repo.lock_blob(conn, row.sha256)
@@ -220,7 +221,9 @@ class FileService:
             return cached
         path = self.blob_path(row.sha256)
         if not path.exists():
-            raise NotFound(f"The content of file {row.name} is missing from {self.root}", title="File not found")
+            raise NotFound(
+                f"The content of file {row.name} is missing from {self.root}", title="File not found"
+            )
         parsed = await asyncio.to_thread(parse_file, path, row.name, row.extension)
         self._remember(row, parsed)
         return parsed

@@ -41,8 +41,9 @@ class IngestService:
     """Every insert is a job: `submit(wait=True)` runs it in the request (the spec's synchronous insert);
     `submit(wait=False)` queues it for a worker (`ingest.jobs.JobWorker`)."""
 
-    def __init__(self, db: Database, embedders: EmbedderRegistry, data_sources: RowStream, *,
-                 heartbeat_s: float = 5.0) -> None:
+    def __init__(
+        self, db: Database, embedders: EmbedderRegistry, data_sources: RowStream, *, heartbeat_s: float = 5.0
+    ) -> None:
         self.db = db
         self.embedders = embedders
         self.data_sources = data_sources
@@ -60,25 +61,37 @@ class IngestService:
             if getattr(given, key) is not None:
                 source = self.document_sources.get(key)
                 if source is None:
-                    raise BadRequest(f"Inserting '{key}' is not supported by this server", title="Unsupported insert")
+                    raise BadRequest(
+                        f"Inserting '{key}' is not supported by this server", title="Unsupported insert"
+                    )
                 request.update(await source.validate(given))
         for key in ("params", "preprocessing"):
             if getattr(given, key) is not None:
                 request[key] = check_dict(getattr(given, key), key)
         if not request:
-            raise BadRequest("Nothing to insert: give 'rows', 'query', 'files' or 'urls'", title="Missing parameter")
+            raise BadRequest(
+                "Nothing to insert: give 'rows', 'query', 'files' or 'urls'", title="Missing parameter"
+            )
         return request
 
-    async def submit(self, project_name: str, kb_name: str, given: InsertInput, *, wait: bool = True) -> JobRow:
+    async def submit(
+        self, project_name: str, kb_name: str, given: InsertInput, *, wait: bool = True
+    ) -> JobRow:
         request = await self._validate(given)
         async with self.db.transaction() as conn:
             project = await projects.resolve(conn, project_name)
             kb = await repo.get(conn, project.id, kb_name) if is_identifier(kb_name) else None
             if kb is None:
                 raise kb_not_found(kb_name)
-            job = await jobs.create(conn, job_id=uuid.uuid4().hex, project_id=project.id, kb_id=kb.id,
-                                    mode="sync" if wait else "async", request=request,
-                                    worker=self.runner.worker_id if wait else None)
+            job = await jobs.create(
+                conn,
+                job_id=uuid.uuid4().hex,
+                project_id=project.id,
+                kb_id=kb.id,
+                mode="sync" if wait else "async",
+                request=request,
+                worker=self.runner.worker_id if wait else None,
+            )
         if not wait:
             self.queued.set()
             return job
@@ -97,8 +110,14 @@ class IngestService:
                 raise NotFound("The knowledge base of this job was deleted", title="Knowledge Base not found")
             kb = await self._apply_settings(conn, kb, given)
             embedder = self.embedders.get(kb.embedding_model)
-            ingestor = Ingestor(conn, kb.id, kb.storage_table, embedder, chunking_config(kb.params),
-                                on_batch=lambda stats: self.runner.report(progress, stats.as_counts()))
+            ingestor = Ingestor(
+                conn,
+                kb.id,
+                kb.storage_table,
+                embedder,
+                chunking_config(kb.params),
+                on_batch=lambda stats: self.runner.report(progress, stats.as_counts()),
+            )
             spec = column_spec(kb)
             bulk = (await chunks.counts(conn, kb.storage_table))[1] == 0
             if bulk:  # an empty KB: build its HNSW index once, after the load
@@ -116,7 +135,9 @@ class IngestService:
                 await chunks.build_vector_index(conn, kb.storage_table, kb.vector_dim)
             await repo.update(conn, kb.id, {})
 
-    async def _apply_settings(self, conn: AsyncConnection, kb: KnowledgeBaseRow, given: InsertInput) -> KnowledgeBaseRow:
+    async def _apply_settings(
+        self, conn: AsyncConnection, kb: KnowledgeBaseRow, given: InsertInput
+    ) -> KnowledgeBaseRow:
         """MindsDB lets an insert's `params` (and `preprocessing`) update the KB's settings."""
         params = check_dict(given.params, "params") if given.params is not None else {}
         values: dict[str, Any] = {}
@@ -147,9 +168,13 @@ class IngestService:
         assert updated is not None
         return updated
 
-    async def _embedder_change(self, conn: AsyncConnection, kb: KnowledgeBaseRow, given: Any) -> dict[str, Any]:
+    async def _embedder_change(
+        self, conn: AsyncConnection, kb: KnowledgeBaseRow, given: Any
+    ) -> dict[str, Any]:
         new = embedding_config.normalize(given, kb.embedding_model)
-        same_model = all(new.get(k) == kb.embedding_model.get(k) for k in ("provider", "model_name", "dimensions"))
+        same_model = all(
+            new.get(k) == kb.embedding_model.get(k) for k in ("provider", "model_name", "dimensions")
+        )
         if same_model:
             return {"embedding_model": new}  # e.g. a new api_key or base_url
         documents, _ = await chunks.counts(conn, kb.storage_table)
@@ -163,6 +188,8 @@ class IngestService:
         if dim != kb.vector_dim:
             await chunks.drop_chunk_table(conn, kb.storage_table)
             await chunks.create_chunk_table(conn, kb.storage_table, dim)
-        return {"embedding_model": new, "vector_dim": dim,
-                "params": {**kb.params, "created_embedding_model": new["model_name"], "vector_size": dim}}
-
+        return {
+            "embedding_model": new,
+            "vector_dim": dim,
+            "params": {**kb.params, "created_embedding_model": new["model_name"], "vector_size": dim},
+        }

@@ -49,8 +49,9 @@ class JobRunner:
                 if current is not None:
                     current.uncancel()
             if job.mode == "sync":  # the waiting request must not read "stored" as its answer
-                raise Conflict(f"Insert job {job.id} was cancelled; nothing of it was stored",
-                               title="Insert cancelled") from None
+                raise Conflict(
+                    f"Insert job {job.id} was cancelled; nothing of it was stored", title="Insert cancelled"
+                ) from None
         except AgentKBError as exc:
             await self._finish(job.id, "failed", progress, exc.detail)
             raise

@@ -30,8 +30,15 @@ WATCH_POLL_S = 0.25
 
 
 class JobService:
-    def __init__(self, db: Database, ingest: IngestService, knowledge_bases: KnowledgeBaseService, *,
-                 stale_after_s: float = 30.0, poll_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        db: Database,
+        ingest: IngestService,
+        knowledge_bases: KnowledgeBaseService,
+        *,
+        stale_after_s: float = 30.0,
+        poll_s: float = 1.0,
+    ) -> None:
         self.db = db
         self.ingest = ingest
         self.knowledge_bases = knowledge_bases
@@ -45,7 +52,9 @@ class JobService:
 
     # -- what the API shows -------------------------------------------------------------------------------
 
-    async def list(self, project_name: str, kb_name: str, limit: int) -> tuple[KnowledgeBaseRow, list[JobRow]]:
+    async def list(
+        self, project_name: str, kb_name: str, limit: int
+    ) -> tuple[KnowledgeBaseRow, list[JobRow]]:
         kb = await self.knowledge_bases.get(project_name, kb_name)
         async with self.db.connect() as conn:
             return kb, await jobs.list_for_kb(conn, kb.id, limit)
@@ -94,8 +103,14 @@ class JobService:
             return False
         if job.attempts > MAX_ATTEMPTS:
             async with self.db.transaction() as conn:
-                await jobs.finish(conn, job.id, "failed", job.counts, job.errors,
-                                  f"gave up after {MAX_ATTEMPTS} attempts: its worker stopped each time")
+                await jobs.finish(
+                    conn,
+                    job.id,
+                    "failed",
+                    job.counts,
+                    job.errors,
+                    f"gave up after {MAX_ATTEMPTS} attempts: its worker stopped each time",
+                )
             return True
         log.info("worker %s runs job %s (attempt %d)", self.worker_id, job.id, job.attempts)
         try:

@@ -57,7 +57,9 @@ def _id_column(value: Any) -> str | None:
 
 
 class KnowledgeBaseService:
-    def __init__(self, db: Database, default_embedding_model: dict[str, Any], dimension: DimensionResolver) -> None:
+    def __init__(
+        self, db: Database, default_embedding_model: dict[str, Any], dimension: DimensionResolver
+    ) -> None:
         self.db = db
         self.default_embedding_model = default_embedding_model
         self.dimension = dimension
@@ -105,11 +107,18 @@ class KnowledgeBaseService:
                 kb_id = await repo.next_id(conn)
                 table = chunks.table_name(kb_id)
                 await chunks.create_chunk_table(conn, table, dim)
-                row = {**values, "id": kb_id, "project_id": project.id, "params": params,
-                       "storage_table": table, "vector_dim": dim}
+                row = {
+                    **values,
+                    "id": kb_id,
+                    "project_id": project.id,
+                    "params": params,
+                    "storage_table": table,
+                    "vector_dim": dim,
+                }
                 if not await repo.insert_new(conn, row):
                     raise Conflict(
-                        f"Knowledge Base with name {name} already exists", title="Knowledge Base already exists"
+                        f"Knowledge Base with name {name} already exists",
+                        title="Knowledge Base already exists",
                     )
                 kb = await repo.get(conn, project.id, name)
         except IntegrityError as exc:  # the project was deleted meanwhile
@@ -141,7 +150,9 @@ class KnowledgeBaseService:
         where, params = compile_filters(conditions)
         async with self.db.transaction() as conn:
             project = await projects.resolve(conn, project_name)
-            kb = await repo.get(conn, project.id, kb_name, for_update=True) if is_identifier(kb_name) else None
+            kb = (
+                await repo.get(conn, project.id, kb_name, for_update=True) if is_identifier(kb_name) else None
+            )
             if kb is None:
                 raise kb_not_found(kb_name)
             deleted = await chunk_search.delete_where(conn, kb.storage_table, where, params)

@@ -57,9 +57,15 @@ class SearchService:
 
     async def knowledge_base(self, project_name: str, kb_name: str) -> KnowledgeBaseRow:
         async with self.db.connect() as conn:
-            kb = await repo.get_in_project(conn, project_name.lower(), kb_name) if is_identifier(kb_name) else None
+            kb = (
+                await repo.get_in_project(conn, project_name.lower(), kb_name)
+                if is_identifier(kb_name)
+                else None
+            )
             if kb is None:
-                await projects.resolve(conn, project_name)  # 404 for the project first, if that is what is missing
+                await projects.resolve(
+                    conn, project_name
+                )  # 404 for the project first, if that is what is missing
         if kb is None:
             raise kb_not_found(kb_name)
         return kb
@@ -74,8 +80,9 @@ class SearchService:
             limit = min(options.limit if options.limit is not None else DEFAULT_LIMIT, MAX_CONTENT_LIMIT)
             wide = replace(options, limit=rerank.candidates_for(limit), relevance_threshold=None)
             hits = await self._search(kb, wide)
-            return await rerank.rerank(self.http, reranker, options.query or "", hits,
-                                       options.relevance_threshold, limit)
+            return await rerank.rerank(
+                self.http, reranker, options.query or "", hits, options.relevance_threshold, limit
+            )
         return await self._search(kb, options)
 
     async def _search(self, kb: KnowledgeBaseRow, options: SearchOptions) -> list[Hit]:
@@ -84,8 +91,9 @@ class SearchService:
             vector = await self.embedders.get(kb.embedding_model).embed_query(options.query)
         lexical = None
         if options.query is not None and options.hybrid and options.alpha < 1.0:
-            lexical = await self.lexical.get(kb.id, kb.updated_at, lambda: self._chunk_count(kb),
-                                             lambda: self._texts(kb))
+            lexical = await self.lexical.get(
+                kb.id, kb.updated_at, lambda: self._chunk_count(kb), lambda: self._texts(kb)
+            )
         async with self.db.connect() as conn:
             return await search(conn, kb.storage_table, kb.vector_dim, options, vector, lexical)
 

@@ -46,7 +46,7 @@ FILES = "files"  # MindsDB's data source of uploaded files
 
 @dataclass
 class Result:
-    kind: str                                   # "table" or "ok"
+    kind: str  # "table" or "ok"
     column_names: list[str] = field(default_factory=list)
     data: list[list[Any]] = field(default_factory=list)
     affected_rows: int | None = None
@@ -79,9 +79,18 @@ def _name(identifier: ast.Identifier, db: str) -> tuple[str, str]:
 class SQLService:
     """`/api/sql/query`: one statement of MindsDB's SQL, executed over the other services."""
 
-    def __init__(self, *, projects: ProjectService, agents: AgentService, knowledge_bases: KnowledgeBaseService,
-                 data_sources: DataSourceService, ingest: IngestService, search: SearchService, files: FileService,
-                 completions: CompletionService) -> None:
+    def __init__(
+        self,
+        *,
+        projects: ProjectService,
+        agents: AgentService,
+        knowledge_bases: KnowledgeBaseService,
+        data_sources: DataSourceService,
+        ingest: IngestService,
+        search: SearchService,
+        files: FileService,
+        completions: CompletionService,
+    ) -> None:
         self.projects = projects
         self.agents = agents
         self.knowledge_bases = knowledge_bases
@@ -139,7 +148,9 @@ class SQLService:
         """`SELECT ... FROM files.<name>`: the rows of an uploaded table file (CSV, XLSX, JSON)."""
         parsed = await self.files.open_parsed(name.lower())
         if not isinstance(parsed, Tabular):
-            raise BadRequest(f"File {name} is a document, not a table; insert it into a knowledge base instead")
+            raise BadRequest(
+                f"File {name} is a document, not a table; insert it into a knowledge base instead"
+            )
         columns, data = catalog.select_rows(select, parsed.columns, parsed.rows)
         return Result("table", columns, [[jsonable(v) for v in row] for row in data])
 
@@ -161,12 +172,18 @@ class SQLService:
         await self.agents.get(project, name)  # 404 "Agent not found" when it is neither KB nor agent
         where = select.where
         question = None
-        if (isinstance(where, ast.BinaryOperation) and where.op == "="
-                and isinstance(where.args[0], ast.Identifier) and str(where.args[0].parts[-1]).lower() == "question"
-                and isinstance(where.args[1], ast.Constant)):
+        if (
+            isinstance(where, ast.BinaryOperation)
+            and where.op == "="
+            and isinstance(where.args[0], ast.Identifier)
+            and str(where.args[0].parts[-1]).lower() == "question"
+            and isinstance(where.args[1], ast.Constant)
+        ):
             question = str(where.args[1].value)
         if question is None:
-            raise BadRequest(f"Query agent {name} with: SELECT answer FROM {project}.{name} WHERE question = '...'")
+            raise BadRequest(
+                f"Query agent {name} with: SELECT answer FROM {project}.{name} WHERE question = '...'"
+            )
         answer = await self.agent_answer(project, name, question)
         return Result("table", ["answer", "question"], [[answer, question]])
 
@@ -199,7 +216,9 @@ class SQLService:
         elif table == "agents":
             rows, columns = await self._agent_rows(None), catalog.AGENT_COLUMNS
         else:
-            raise BadRequest(f"Unknown table information_schema.{table}; available: databases, knowledge_bases, agents")
+            raise BadRequest(
+                f"Unknown table information_schema.{table}; available: databases, knowledge_bases, agents"
+            )
         names, data = catalog.select_rows(select, columns, rows)
         return Result("table", names, data, db=db)
 
@@ -268,8 +287,18 @@ class SQLService:
         storage = None
         if create.storage is not None:
             storage = {"database": str(create.storage.parts[0]), "table": str(create.storage.parts[-1])}
-        fields = {k: options.pop(k) for k in ("embedding_model", "reranking_model", "metadata_columns",
-                                             "content_columns", "id_column", "preprocessing") if k in options}
+        fields = {
+            k: options.pop(k)
+            for k in (
+                "embedding_model",
+                "reranking_model",
+                "metadata_columns",
+                "content_columns",
+                "id_column",
+                "preprocessing",
+            )
+            if k in options
+        }
         given = KnowledgeBaseInput(name=name, params=options or None, storage=storage, **fields)
         if create.if_not_exists and await self._kb_exists(project, name):
             return Result("ok", affected_rows=0)
@@ -345,11 +374,13 @@ class SQLService:
         else:
             columns = [c.name if hasattr(c, "name") else str(c.parts[-1]) for c in insert.columns or []]
             if not columns:
-                raise BadRequest("INSERT ... VALUES needs a column list: INSERT INTO kb (id, content) VALUES ...")
+                raise BadRequest(
+                    "INSERT ... VALUES needs a column list: INSERT INTO kb (id, content) VALUES ..."
+                )
             rows = []
             for values in insert.values or []:
                 row = [v.value if isinstance(v, ast.Constant) else None for v in values]
-                rows.append(dict(zip(columns, row)))
+                rows.append(dict(zip(columns, row, strict=False)))
             given = InsertInput(rows=rows)
         stats = await self.ingest.insert(project, name, given)
         return Result("ok", affected_rows=stats.documents)

@@ -15,8 +15,17 @@ from agentkb.validation import mask_secrets
 Rows = list[dict[str, Any]]
 
 DATABASE_COLUMNS = ["NAME", "TYPE", "ENGINE", "CONNECTION_DATA"]
-KB_COLUMNS = ["NAME", "PROJECT", "EMBEDDING_MODEL", "RERANKING_MODEL", "STORAGE", "METADATA_COLUMNS",
-              "CONTENT_COLUMNS", "ID_COLUMN", "PARAMS"]
+KB_COLUMNS = [
+    "NAME",
+    "PROJECT",
+    "EMBEDDING_MODEL",
+    "RERANKING_MODEL",
+    "STORAGE",
+    "METADATA_COLUMNS",
+    "CONTENT_COLUMNS",
+    "ID_COLUMN",
+    "PARAMS",
+]
 AGENT_COLUMNS = ["NAME", "PROJECT", "MODEL_NAME", "PROVIDER", "DATA", "PROMPT_TEMPLATE", "PARAMS"]
 
 
@@ -90,25 +99,35 @@ def database_rows(projects: list[str], sources: list[Any]) -> Rows:
     rows: Rows = [{"NAME": "information_schema", "TYPE": "system", "ENGINE": None, "CONNECTION_DATA": None}]
     rows += [{"NAME": p, "TYPE": "project", "ENGINE": None, "CONNECTION_DATA": None} for p in projects]
     rows.append({"NAME": "files", "TYPE": "data", "ENGINE": "files", "CONNECTION_DATA": {}})  # uploaded files
-    rows += [{"NAME": s.name, "TYPE": "data", "ENGINE": s.engine, "CONNECTION_DATA": mask_parameters(s.parameters)}
-             for s in sources]
+    rows += [
+        {"NAME": s.name, "TYPE": "data", "ENGINE": s.engine, "CONNECTION_DATA": mask_parameters(s.parameters)}
+        for s in sources
+    ]
     return rows
 
 
 def kb_row(kb: Any) -> dict[str, Any]:
     return {
-        "NAME": kb.name, "PROJECT": kb.project_name, "EMBEDDING_MODEL": mask_secrets(kb.embedding_model),
+        "NAME": kb.name,
+        "PROJECT": kb.project_name,
+        "EMBEDDING_MODEL": mask_secrets(kb.embedding_model),
         "RERANKING_MODEL": mask_secrets(kb.reranking_model),
         "STORAGE": f"{kb.params.get('default_vector_storage', 'agentkb_pgvector')}.{kb.storage_table}",
-        "METADATA_COLUMNS": kb.metadata_columns, "CONTENT_COLUMNS": kb.content_columns, "ID_COLUMN": kb.id_column,
+        "METADATA_COLUMNS": kb.metadata_columns,
+        "CONTENT_COLUMNS": kb.content_columns,
+        "ID_COLUMN": kb.id_column,
         "PARAMS": kb.params,
     }
 
 
 def agent_row(agent: Any, project: str) -> dict[str, Any]:
     return {
-        "NAME": agent.name, "PROJECT": project, "MODEL_NAME": agent.model.get("model_name"),
-        "PROVIDER": agent.model.get("provider"), "DATA": agent.data, "PROMPT_TEMPLATE": agent.prompt_template,
+        "NAME": agent.name,
+        "PROJECT": project,
+        "MODEL_NAME": agent.model.get("model_name"),
+        "PROVIDER": agent.model.get("provider"),
+        "DATA": agent.data,
+        "PROMPT_TEMPLATE": agent.prompt_template,
         "PARAMS": agent.params,
     }
 

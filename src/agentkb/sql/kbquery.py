@@ -36,8 +36,17 @@ FLAG_COLUMNS = frozenset({"reranking", "hybrid_search", "hybrid_search_alpha"})
 _RESERVED = frozenset(KB_COLUMNS) | CONTENT_COLUMNS | FLAG_COLUMNS
 
 _OPS: dict[str, FilterOp] = {
-    "=": "=", "!=": "!=", "<>": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">=",
-    "in": "in", "not in": "not in", "like": "like", "not like": "not like",
+    "=": "=",
+    "!=": "!=",
+    "<>": "!=",
+    "<": "<",
+    "<=": "<=",
+    ">": ">",
+    ">=": ">=",
+    "in": "in",
+    "not in": "not in",
+    "like": "like",
+    "not like": "not like",
 }
 _MIRROR = {"=": "=", "!=": "!=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _HINT = "use id, chunk_id, chunk_content, metadata, distance, relevance or a metadata key"
@@ -96,8 +105,14 @@ def parse_kb_select_ast(
     if not isinstance(select, ast.Select):
         kind = type(select).__name__.upper()
         raise BadRequest(f"Only SELECT queries are supported on a knowledge base, got {kind}")
-    for attr, what in (("cte", "WITH"), ("distinct", "DISTINCT"), ("group_by", "GROUP BY"),
-                       ("having", "HAVING"), ("mode", "FOR UPDATE / locking clauses"), ("using", "USING")):
+    for attr, what in (
+        ("cte", "WITH"),
+        ("distinct", "DISTINCT"),
+        ("group_by", "GROUP BY"),
+        ("having", "HAVING"),
+        ("mode", "FOR UPDATE / locking clauses"),
+        ("using", "USING"),
+    ):
         if getattr(select, attr, None):
             raise BadRequest(f"{what} is not supported in a knowledge base query")
     project, kb, quals = _table(select.from_table, default_project)
@@ -142,8 +157,10 @@ class _Parser:
         for key, op, value in self._conditions(s.where):
             if key in CONTENT_COLUMNS:
                 if op not in ("=", "like"):
-                    raise BadRequest(f"content {op.upper()} is not supported yet: use content = '...' "
-                                     "(or LIKE) for a semantic search")
+                    raise BadRequest(
+                        f"content {op.upper()} is not supported yet: use content = '...' "
+                        "(or LIKE) for a semantic search"
+                    )
                 if content is not None:
                     raise BadRequest("Only one content condition is supported per query")
                 if isinstance(value, bool) or not isinstance(value, (str, int, float)):
@@ -151,31 +168,42 @@ class _Parser:
                 content = str(value)
             elif key == "relevance":
                 if op not in (">=", ">"):
-                    raise BadRequest(f"relevance {op.upper()} is not supported: use relevance >= x or "
-                                     "relevance > x")
+                    raise BadRequest(
+                        f"relevance {op.upper()} is not supported: use relevance >= x or relevance > x"
+                    )
                 if threshold is not None:
                     raise BadRequest("Only one relevance condition is supported per query")
                 threshold = _unit_float("relevance", value)
             elif key in FLAG_COLUMNS:
                 if op != "=":
-                    raise BadRequest(f"{key} can only be set with =, e.g. {key} = "
-                                     f"{'0.5' if key == 'hybrid_search_alpha' else 'true'}")
+                    raise BadRequest(
+                        f"{key} can only be set with =, e.g. {key} = "
+                        f"{'0.5' if key == 'hybrid_search_alpha' else 'true'}"
+                    )
                 if key in flags:
                     raise BadRequest(f"{key} is given more than once")
                 flags[key] = _unit_float(key, value) if key == "hybrid_search_alpha" else _bool(key, value)
             elif key == "distance":
                 raise BadRequest("Filtering on distance is not supported: use relevance >= x")
             elif key == "metadata":
-                raise BadRequest("Compare a metadata key (metadata->>'key' or metadata.key), "
-                                 "not the whole metadata column")
+                raise BadRequest(
+                    "Compare a metadata key (metadata->>'key' or metadata.key), not the whole metadata column"
+                )
             else:
                 filters.append(Filter(key, op, value))
         return KBQuery(
-            project=project, kb=kb, columns=self._targets(s.targets), content=content,
-            filters=tuple(filters), relevance_threshold=threshold,
-            limit=_count("LIMIT", s.limit), offset=_count("OFFSET", s.offset),
-            hybrid_search=flags.get("hybrid_search"), hybrid_search_alpha=flags.get("hybrid_search_alpha"),
-            reranking=flags.get("reranking"), order_by=self._order(s.order_by),
+            project=project,
+            kb=kb,
+            columns=self._targets(s.targets),
+            content=content,
+            filters=tuple(filters),
+            relevance_threshold=threshold,
+            limit=_count("LIMIT", s.limit),
+            offset=_count("OFFSET", s.offset),
+            hybrid_search=flags.get("hybrid_search"),
+            hybrid_search_alpha=flags.get("hybrid_search_alpha"),
+            reranking=flags.get("reranking"),
+            order_by=self._order(s.order_by),
         )
 
     def _targets(self, targets: list[Any]) -> tuple[str, ...] | None:
@@ -186,8 +214,10 @@ class _Parser:
         cols: list[str] = []
         for t in targets:
             if getattr(t, "alias", None) is not None or not _is_column(t):
-                raise BadRequest(f"Unsupported column {t}: plain columns only (no aliases, functions or "
-                                 f"expressions); {_HINT}")
+                raise BadRequest(
+                    f"Unsupported column {t}: plain columns only (no aliases, functions or "
+                    f"expressions); {_HINT}"
+                )
             name = self._column(t)
             if name in FLAG_COLUMNS or name == "content":
                 raise BadRequest(f"{name} is not a column: {_HINT}")
@@ -270,7 +300,7 @@ class _Parser:
         parts = [str(x) for x in node.parts]
         for q in self.quals:
             if len(parts) > len(q) and tuple(x.lower() for x in parts[: len(q)]) == q:
-                parts = parts[len(q):]
+                parts = parts[len(q) :]
                 break
         if len(parts) == 1:
             return parts[0].lower() if parts[0].lower() in _RESERVED else parts[0]
@@ -284,8 +314,11 @@ class _Parser:
         if isinstance(node, ast.Parameter):
             name = str(node.value)
             if name not in self.params:
-                raise BadRequest(f"Unbound query parameter :{name}" if name != "?"
-                                 else "Positional ? parameters are not supported: use :name")
+                raise BadRequest(
+                    f"Unbound query parameter :{name}"
+                    if name != "?"
+                    else "Positional ? parameters are not supported: use :name"
+                )
             value = self.params[name]
             return tuple(value) if isinstance(value, list) else value
         if isinstance(node, ast.Identifier) and (num := _numeric(node)) is not None:

@@ -35,7 +35,9 @@ async def list_for_project(conn: AsyncConnection, project_id: int) -> list[Agent
     return [_row(r) for r in rows.mappings()]
 
 
-async def get(conn: AsyncConnection, project_id: int, name: str, *, for_update: bool = False) -> AgentRow | None:
+async def get(
+    conn: AsyncConnection, project_id: int, name: str, *, for_update: bool = False
+) -> AgentRow | None:
     stmt = select(agents).where(agents.c.project_id == project_id, agents.c.name == name)
     if for_update:
         stmt = stmt.with_for_update()

@@ -19,6 +19,7 @@ class FilterLike(Protocol):
     @property
     def value(self) -> Any: ...
 
+
 _NUMBER_TEXT = r"^\s*-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?\s*$"
 _COMPARE = {"=": "=", "!=": "IS DISTINCT FROM", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 _COLUMNS = {"id": "doc_id", "chunk_id": "chunk_id"}

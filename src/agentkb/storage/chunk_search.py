@@ -71,7 +71,12 @@ async def text_top_k(
 
 
 async def rows_by_ids(
-    conn: AsyncConnection, table: str, dim: int, chunk_ids: list[str], query: np.ndarray, where: str,
+    conn: AsyncConnection,
+    table: str,
+    dim: int,
+    chunk_ids: list[str],
+    query: np.ndarray,
+    where: str,
     params: dict[str, Any],
 ) -> list[Row]:
     """The given chunks that pass `where`, in the given order, with their vector distances."""
@@ -79,8 +84,10 @@ async def rows_by_ids(
         return []
     distance = f"{vector_expr(dim)} <=> {_query_vector(dim)}"
     rows = await conn.execute(
-        text(f"SELECT chunk_id, doc_id, content, metadata, {distance} AS distance FROM {table} "
-             f"WHERE chunk_id = ANY(:ids) AND {where}"),
+        text(
+            f"SELECT chunk_id, doc_id, content, metadata, {distance} AS distance FROM {table} "
+            f"WHERE chunk_id = ANY(:ids) AND {where}"
+        ),
         {**params, "ids": chunk_ids, "qvec": query},
     )
     found = {r.chunk_id: Row(r.chunk_id, r.doc_id, r.content, r.metadata, float(r.distance)) for r in rows}
@@ -105,7 +112,9 @@ async def listing(
     return [Row(r.chunk_id, r.doc_id, r.content, r.metadata, None) for r in rows]
 
 
-async def delete_where(conn: AsyncConnection, table: str, where: str, params: dict[str, Any]) -> tuple[int, int]:
+async def delete_where(
+    conn: AsyncConnection, table: str, where: str, params: dict[str, Any]
+) -> tuple[int, int]:
     """Delete the chunks matching `where`; (documents, chunks) deleted."""
     rows = await conn.execute(text(f"DELETE FROM {table} WHERE {where} RETURNING doc_id"), params)
     doc_ids = [r.doc_id for r in rows]

@@ -101,8 +101,10 @@ async def embeddings_by_hash(conn: AsyncConnection, table: str, hashes: list[str
     if not hashes:
         return {}
     rows = await conn.execute(
-        text(f"SELECT DISTINCT ON (content_hash) content_hash, embedding FROM {table} "
-             "WHERE content_hash = ANY(:hashes)"),
+        text(
+            f"SELECT DISTINCT ON (content_hash) content_hash, embedding FROM {table} "
+            "WHERE content_hash = ANY(:hashes)"
+        ),
         {"hashes": hashes},
     )
     return {r.content_hash: r.embedding for r in rows}
@@ -111,7 +113,9 @@ async def embeddings_by_hash(conn: AsyncConnection, table: str, hashes: list[str
 async def lock_documents(conn: AsyncConnection, kb_id: int, doc_ids: list[str]) -> None:
     """Serialise concurrent inserts of the same documents (transaction-scoped advisory locks, in order)."""
     await conn.execute(
-        text("SELECT pg_advisory_xact_lock(:kb, hashtext(d)) FROM unnest(CAST(:ids AS text[])) AS d ORDER BY d"),
+        text(
+            "SELECT pg_advisory_xact_lock(:kb, hashtext(d)) FROM unnest(CAST(:ids AS text[])) AS d ORDER BY d"
+        ),
         {"kb": kb_id, "ids": doc_ids},
     )
 
@@ -156,5 +160,7 @@ async def upsert_chunks(conn: AsyncConnection, table: str, writes: list[ChunkWri
 
 async def counts(conn: AsyncConnection, table: str) -> tuple[int, int]:
     """(documents, chunks)."""
-    row = (await conn.execute(text(f"SELECT count(DISTINCT doc_id) AS docs, count(*) AS chunks FROM {table}"))).one()
+    row = (
+        await conn.execute(text(f"SELECT count(DISTINCT doc_id) AS docs, count(*) AS chunks FROM {table}"))
+    ).one()
     return int(row.docs), int(row.chunks)

@@ -20,20 +20,32 @@ class CrawledUrl:
 
 async def load(conn: AsyncConnection, kb_id: int) -> dict[str, CrawledUrl]:
     rows = await conn.execute(
-        text("SELECT url, etag, last_modified, content_hash FROM crawl_state WHERE kb_id = :kb"), {"kb": kb_id}
+        text("SELECT url, etag, last_modified, content_hash FROM crawl_state WHERE kb_id = :kb"),
+        {"kb": kb_id},
     )
     return {r.url: CrawledUrl(r.url, r.etag, r.last_modified, r.content_hash) for r in rows}
 
 
 async def save(conn: AsyncConnection, kb_id: int, urls: Iterable[CrawledUrl]) -> None:
-    params = [{"kb": kb_id, "url": u.url, "etag": u.etag, "lm": u.last_modified, "hash": u.content_hash,
-               "at": u.fetched_at} for u in urls]
+    params = [
+        {
+            "kb": kb_id,
+            "url": u.url,
+            "etag": u.etag,
+            "lm": u.last_modified,
+            "hash": u.content_hash,
+            "at": u.fetched_at,
+        }
+        for u in urls
+    ]
     if not params:
         return
     await conn.execute(
-        text("INSERT INTO crawl_state (kb_id, url, etag, last_modified, content_hash, fetched_at) "
-             "VALUES (:kb, :url, :etag, :lm, :hash, :at) ON CONFLICT (kb_id, url) DO UPDATE SET "
-             "etag = EXCLUDED.etag, last_modified = EXCLUDED.last_modified, "
-             "content_hash = EXCLUDED.content_hash, fetched_at = EXCLUDED.fetched_at"),
+        text(
+            "INSERT INTO crawl_state (kb_id, url, etag, last_modified, content_hash, fetched_at) "
+            "VALUES (:kb, :url, :etag, :lm, :hash, :at) ON CONFLICT (kb_id, url) DO UPDATE SET "
+            "etag = EXCLUDED.etag, last_modified = EXCLUDED.last_modified, "
+            "content_hash = EXCLUDED.content_hash, fetched_at = EXCLUDED.fetched_at"
+        ),
         params,
     )

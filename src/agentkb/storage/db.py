@@ -26,7 +26,7 @@ def to_async_url(url: str) -> str:
     """Accept `postgresql://` and `postgres://` URLs and pin the psycopg (v3) driver."""
     for prefix in ("postgresql+psycopg://", "postgresql+psycopg2://", "postgresql://", "postgres://"):
         if url.startswith(prefix):
-            return "postgresql+psycopg://" + url[len(prefix):]
+            return "postgresql+psycopg://" + url[len(prefix) :]
     raise ValueError(f"not a PostgreSQL URL: {url.split('://')[0]}://...")
 
 

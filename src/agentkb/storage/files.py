@@ -35,12 +35,12 @@ class FileRow:
     name: str
     original_name: str
     content_type: str
-    extension: str              # without the dot: "pdf", "csv", ...
+    extension: str  # without the dot: "pdf", "csv", ...
     size_bytes: int
     sha256: str
-    row_count: int | None       # tabular files
-    page_count: int | None      # documents: pages, slides or sections
-    columns: list[str] | None   # tabular files
+    row_count: int | None  # tabular files
+    page_count: int | None  # documents: pages, slides or sections
+    columns: list[str] | None  # tabular files
     created_at: datetime
 
 
@@ -81,7 +81,11 @@ async def insert_new(conn: AsyncConnection, new: NewFile) -> FileRow | None:
 
 async def delete(conn: AsyncConnection, name: str) -> FileRow | None:
     """Delete by name; the deleted row, or None if there was none."""
-    row = (await conn.execute(files.delete().where(files.c.name == name).returning(*files.c))).mappings().first()
+    row = (
+        (await conn.execute(files.delete().where(files.c.name == name).returning(*files.c)))
+        .mappings()
+        .first()
+    )
     return _row(row) if row else None
 
 
@@ -93,4 +97,6 @@ async def blob_in_use(conn: AsyncConnection, sha256: str) -> bool:
 async def lock_blob(conn: AsyncConnection, sha256: str) -> None:
     """A transaction-scoped advisory lock on one blob: placing it with a new row, and removing it once no row
     uses it, never interleave (across processes too)."""
-    await conn.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"), {"key": f"file:{sha256}"})
+    await conn.execute(
+        text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"), {"key": f"file:{sha256}"}
+    )

@@ -11,8 +11,10 @@ from sqlalchemy import RowMapping, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 TERMINAL = ("succeeded", "failed", "cancelled")
-_COLUMNS = ("id, project_id, kb_id, mode, state, request, counts, errors, error, worker, attempts, "
-            "cancel_requested, created_at, started_at, finished_at, heartbeat_at, updated_at")
+_COLUMNS = (
+    "id, project_id, kb_id, mode, state, request, counts, errors, error, worker, attempts, "
+    "cancel_requested, created_at, started_at, finished_at, heartbeat_at, updated_at"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,22 +46,47 @@ def _json(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
-async def create(conn: AsyncConnection, *, job_id: str, project_id: int, kb_id: int, mode: str,
-                 request: dict[str, Any], worker: str | None) -> JobRow:
+async def create(
+    conn: AsyncConnection,
+    *,
+    job_id: str,
+    project_id: int,
+    kb_id: int,
+    mode: str,
+    request: dict[str, Any],
+    worker: str | None,
+) -> JobRow:
     running = mode == "sync"
-    row = (await conn.execute(
-        text(f"INSERT INTO ingest_jobs (id, project_id, kb_id, mode, state, request, worker, attempts, started_at, "
-             "heartbeat_at) VALUES (:id, :project_id, :kb_id, :mode, :state, CAST(:request AS jsonb), :worker, "
-             f":attempts, {'now()' if running else 'NULL'}, {'now()' if running else 'NULL'}) RETURNING {_COLUMNS}"),
-        {"id": job_id, "project_id": project_id, "kb_id": kb_id, "mode": mode,
-         "state": "running" if running else "queued", "request": _json(request), "worker": worker,
-         "attempts": 1 if running else 0},
-    )).mappings().one()
+    row = (
+        (
+            await conn.execute(
+                text(
+                    f"INSERT INTO ingest_jobs (id, project_id, kb_id, mode, state, request, worker, attempts, started_at, "
+                    "heartbeat_at) VALUES (:id, :project_id, :kb_id, :mode, :state, CAST(:request AS jsonb), :worker, "
+                    f":attempts, {'now()' if running else 'NULL'}, {'now()' if running else 'NULL'}) RETURNING {_COLUMNS}"
+                ),
+                {
+                    "id": job_id,
+                    "project_id": project_id,
+                    "kb_id": kb_id,
+                    "mode": mode,
+                    "state": "running" if running else "queued",
+                    "request": _json(request),
+                    "worker": worker,
+                    "attempts": 1 if running else 0,
+                },
+            )
+        )
+        .mappings()
+        .one()
+    )
     return _row(row)
 
 
 async def get(conn: AsyncConnection, job_id: str) -> JobRow | None:
-    row = (await conn.execute(text(f"SELECT {_COLUMNS} FROM ingest_jobs WHERE id = :id"), {"id": job_id})).mappings()
+    row = (
+        await conn.execute(text(f"SELECT {_COLUMNS} FROM ingest_jobs WHERE id = :id"), {"id": job_id})
+    ).mappings()
     found = row.first()
     return _row(found) if found else None
 
@@ -72,71 +99,121 @@ async def list_for_kb(conn: AsyncConnection, kb_id: int, limit: int) -> list[Job
     return [_row(r) for r in rows.mappings()]
 
 
-async def progress(conn: AsyncConnection, job_id: str, counts: dict[str, Any], errors: list[dict[str, Any]]) -> bool:
+async def progress(
+    conn: AsyncConnection, job_id: str, counts: dict[str, Any], errors: list[dict[str, Any]]
+) -> bool:
     """Record progress and beat the heart; True if a cancel was requested."""
-    row = (await conn.execute(
-        text("UPDATE ingest_jobs SET counts = CAST(:counts AS jsonb), errors = CAST(:errors AS jsonb), "
-             "heartbeat_at = now(), updated_at = now() WHERE id = :id RETURNING cancel_requested"),
-        {"id": job_id, "counts": _json(counts), "errors": _json(errors)},
-    )).first()
+    row = (
+        await conn.execute(
+            text(
+                "UPDATE ingest_jobs SET counts = CAST(:counts AS jsonb), errors = CAST(:errors AS jsonb), "
+                "heartbeat_at = now(), updated_at = now() WHERE id = :id RETURNING cancel_requested"
+            ),
+            {"id": job_id, "counts": _json(counts), "errors": _json(errors)},
+        )
+    ).first()
     return bool(row and row.cancel_requested)
 
 
 async def heartbeat(conn: AsyncConnection, job_id: str) -> bool:
-    row = (await conn.execute(
-        text("UPDATE ingest_jobs SET heartbeat_at = now() WHERE id = :id AND state = 'running' "
-             "RETURNING cancel_requested"), {"id": job_id})).first()
+    row = (
+        await conn.execute(
+            text(
+                "UPDATE ingest_jobs SET heartbeat_at = now() WHERE id = :id AND state = 'running' "
+                "RETURNING cancel_requested"
+            ),
+            {"id": job_id},
+        )
+    ).first()
     return bool(row and row.cancel_requested)
 
 
-async def finish(conn: AsyncConnection, job_id: str, state: str, counts: dict[str, Any],
-                 errors: list[dict[str, Any]], error: str | None) -> None:
+async def finish(
+    conn: AsyncConnection,
+    job_id: str,
+    state: str,
+    counts: dict[str, Any],
+    errors: list[dict[str, Any]],
+    error: str | None,
+) -> None:
     await conn.execute(
-        text("UPDATE ingest_jobs SET state = :state, counts = CAST(:counts AS jsonb), errors = CAST(:errors AS jsonb), "
-             "error = :error, finished_at = now(), updated_at = now() WHERE id = :id"),
+        text(
+            "UPDATE ingest_jobs SET state = :state, counts = CAST(:counts AS jsonb), errors = CAST(:errors AS jsonb), "
+            "error = :error, finished_at = now(), updated_at = now() WHERE id = :id"
+        ),
         {"id": job_id, "state": state, "counts": _json(counts), "errors": _json(errors), "error": error},
     )
 
 
 async def request_cancel(conn: AsyncConnection, job_id: str) -> JobRow | None:
     """Queued jobs are cancelled at once; running ones are flagged and stop at their next check."""
-    row = (await conn.execute(
-        text("UPDATE ingest_jobs SET cancel_requested = (state = 'running'), "
-             "state = CASE WHEN state = 'queued' THEN 'cancelled' ELSE state END, "
-             "finished_at = CASE WHEN state = 'queued' THEN now() ELSE finished_at END, updated_at = now() "
-             f"WHERE id = :id RETURNING {_COLUMNS}"), {"id": job_id})).mappings().first()
+    row = (
+        (
+            await conn.execute(
+                text(
+                    "UPDATE ingest_jobs SET cancel_requested = (state = 'running'), "
+                    "state = CASE WHEN state = 'queued' THEN 'cancelled' ELSE state END, "
+                    "finished_at = CASE WHEN state = 'queued' THEN now() ELSE finished_at END, updated_at = now() "
+                    f"WHERE id = :id RETURNING {_COLUMNS}"
+                ),
+                {"id": job_id},
+            )
+        )
+        .mappings()
+        .first()
+    )
     return _row(row) if row else None
 
 
 async def claim(conn: AsyncConnection, worker: str, stale_after_s: float) -> JobRow | None:
     """Take the oldest queued async job, or one whose worker stopped beating, for `worker`."""
-    row = (await conn.execute(
-        text("UPDATE ingest_jobs SET state = 'running', worker = :worker, attempts = attempts + 1, "
-             "started_at = coalesce(started_at, now()), heartbeat_at = now(), updated_at = now() "
-             "WHERE id = (SELECT id FROM ingest_jobs WHERE mode = 'async' AND (state = 'queued' OR "
-             "(state = 'running' AND heartbeat_at < now() - make_interval(secs => :stale))) "
-             f"ORDER BY created_at FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING {_COLUMNS}"),
-        {"worker": worker, "stale": stale_after_s},
-    )).mappings().first()
+    row = (
+        (
+            await conn.execute(
+                text(
+                    "UPDATE ingest_jobs SET state = 'running', worker = :worker, attempts = attempts + 1, "
+                    "started_at = coalesce(started_at, now()), heartbeat_at = now(), updated_at = now() "
+                    "WHERE id = (SELECT id FROM ingest_jobs WHERE mode = 'async' AND (state = 'queued' OR "
+                    "(state = 'running' AND heartbeat_at < now() - make_interval(secs => :stale))) "
+                    f"ORDER BY created_at FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING {_COLUMNS}"
+                ),
+                {"worker": worker, "stale": stale_after_s},
+            )
+        )
+        .mappings()
+        .first()
+    )
     return _row(row) if row else None
 
 
 async def fail_abandoned_sync(conn: AsyncConnection, stale_after_s: float) -> int:
     """Synchronous inserts whose server died: their transaction rolled back, so say so and end them."""
     result = await conn.execute(
-        text("UPDATE ingest_jobs SET state = 'failed', finished_at = now(), updated_at = now(), error = "
-             "'interrupted: the server stopped while this insert was running; nothing of it was stored' "
-             "WHERE mode = 'sync' AND state = 'running' AND heartbeat_at < now() - make_interval(secs => :stale) "
-             "RETURNING id"), {"stale": stale_after_s})
+        text(
+            "UPDATE ingest_jobs SET state = 'failed', finished_at = now(), updated_at = now(), error = "
+            "'interrupted: the server stopped while this insert was running; nothing of it was stored' "
+            "WHERE mode = 'sync' AND state = 'running' AND heartbeat_at < now() - make_interval(secs => :stale) "
+            "RETURNING id"
+        ),
+        {"stale": stale_after_s},
+    )
     return len(result.all())
 
 
 async def release(conn: AsyncConnection, worker: str) -> None:
     """On a clean shutdown: hand this worker's async jobs back to the queue, end its sync ones."""
     await conn.execute(
-        text("UPDATE ingest_jobs SET state = 'queued', worker = NULL, attempts = greatest(attempts - 1, 0), "
-             "updated_at = now() WHERE worker = :w AND state = 'running' AND mode = 'async'"), {"w": worker})
+        text(
+            "UPDATE ingest_jobs SET state = 'queued', worker = NULL, attempts = greatest(attempts - 1, 0), "
+            "updated_at = now() WHERE worker = :w AND state = 'running' AND mode = 'async'"
+        ),
+        {"w": worker},
+    )
     await conn.execute(
-        text("UPDATE ingest_jobs SET state = 'failed', finished_at = now(), updated_at = now(), error = "
-             "'interrupted: the server stopped while this insert was running; nothing of it was stored' "
-             "WHERE worker = :w AND state = 'running' AND mode = 'sync'"), {"w": worker})
+        text(
+            "UPDATE ingest_jobs SET state = 'failed', finished_at = now(), updated_at = now(), error = "
+            "'interrupted: the server stopped while this insert was running; nothing of it was stored' "
+            "WHERE worker = :w AND state = 'running' AND mode = 'sync'"
+        ),
+        {"w": worker},
+    )

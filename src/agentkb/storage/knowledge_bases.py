@@ -37,7 +37,9 @@ def _row(r: RowMapping) -> KnowledgeBaseRow:
 
 
 def _select() -> Select[Any]:
-    return select(kbs, projects.c.name.label("project_name")).join(projects, projects.c.id == kbs.c.project_id)
+    return select(kbs, projects.c.name.label("project_name")).join(
+        projects, projects.c.id == kbs.c.project_id
+    )
 
 
 async def list_for_project(conn: AsyncConnection, project_id: int) -> list[KnowledgeBaseRow]:
@@ -57,11 +59,17 @@ async def get(
 
 async def get_in_project(conn: AsyncConnection, project_name: str, name: str) -> KnowledgeBaseRow | None:
     """One round trip for the hot path: the KB `name` of the project named `project_name`."""
-    row = (await conn.execute(_select().where(projects.c.name == project_name, kbs.c.name == name))).mappings().first()
+    row = (
+        (await conn.execute(_select().where(projects.c.name == project_name, kbs.c.name == name)))
+        .mappings()
+        .first()
+    )
     return _row(row) if row else None
 
 
-async def get_by_id(conn: AsyncConnection, kb_id: int, *, for_update: bool = False) -> KnowledgeBaseRow | None:
+async def get_by_id(
+    conn: AsyncConnection, kb_id: int, *, for_update: bool = False
+) -> KnowledgeBaseRow | None:
     stmt = _select().where(kbs.c.id == kb_id)
     if for_update:
         stmt = stmt.with_for_update(of=kbs)

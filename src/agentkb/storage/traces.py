@@ -36,6 +36,8 @@ async def insert(conn: AsyncConnection, values: dict[str, Any]) -> None:
 
 
 async def get(conn: AsyncConnection, agent_id: int, trace_id: str) -> dict[str, Any] | None:
-    stmt = select(agent_traces).where(agent_traces.c.trace_id == trace_id, agent_traces.c.agent_id == agent_id)
+    stmt = select(agent_traces).where(
+        agent_traces.c.trace_id == trace_id, agent_traces.c.agent_id == agent_id
+    )
     row = (await conn.execute(stmt)).mappings().first()
     return dict(row) if row else None

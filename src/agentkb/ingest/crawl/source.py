@@ -41,15 +41,18 @@ def _options(given: InsertInput, allow_private: bool) -> CrawlOptions:
     filters = given.filters
     if isinstance(filters, dict):
         allowed = filters.get("allowed_domains")
-        if allowed is not None and (not isinstance(allowed, list) or not all(isinstance(d, str) for d in allowed)):
+        if allowed is not None and (
+            not isinstance(allowed, list) or not all(isinstance(d, str) for d in allowed)
+        ):
             raise BadRequest("'filters.allowed_domains' must be a list of domain names", title="Invalid urls")
     elif isinstance(filters, list):  # the MindsDB SDK's form: regexes the URLs must match
         if not all(isinstance(p, str) for p in filters):
             raise BadRequest("'filters' must be a list of regular expressions", title="Invalid urls")
         patterns = filters or None
     elif filters is not None:
-        raise BadRequest("'filters' must be {\"allowed_domains\": [...]} or a list of URL regexes",
-                         title="Invalid urls")
+        raise BadRequest(
+            "'filters' must be {\"allowed_domains\": [...]} or a list of URL regexes", title="Invalid urls"
+        )
     return CrawlOptions(
         urls=[u.strip() for u in urls],
         crawl_depth=DEFAULT_DEPTH if given.crawl_depth is None else given.crawl_depth,
@@ -61,10 +64,21 @@ def _options(given: InsertInput, allow_private: bool) -> CrawlOptions:
 
 
 def page_document(page: Page) -> Document:
-    metadata: dict[str, Any] = {"url": page.url, "title": page.title, "fetched_at": page.fetched_at,
-                                "depth": page.depth, "content_type": page.content_type}
-    return Document(doc_id=page.url, original_id=page.url, content_column="content", content=page.text,
-                    metadata=metadata, source=page.url)
+    metadata: dict[str, Any] = {
+        "url": page.url,
+        "title": page.title,
+        "fetched_at": page.fetched_at,
+        "depth": page.depth,
+        "content_type": page.content_type,
+    }
+    return Document(
+        doc_id=page.url,
+        original_id=page.url,
+        content_column="content",
+        content=page.text,
+        metadata=metadata,
+        source=page.url,
+    )
 
 
 class UrlSource:
@@ -75,14 +89,26 @@ class UrlSource:
         options = _options(given, self.allow_private)
         for url in options.urls:  # refuse bad or private start URLs before a job exists (400)
             await asyncio.to_thread(check_target, url, self.allow_private)
-        return {"urls": options.urls, "limit": given.limit, "crawl_depth": given.crawl_depth,
-                "filters": given.filters}
+        return {
+            "urls": options.urls,
+            "limit": given.limit,
+            "crawl_depth": given.crawl_depth,
+            "filters": given.filters,
+        }
 
-    async def documents(self, conn: AsyncConnection, kb: KnowledgeBaseRow, given: InsertInput, spec: ColumnSpec,
-                        progress: Progress) -> AsyncIterator[list[Document]]:
+    async def documents(
+        self,
+        conn: AsyncConnection,
+        kb: KnowledgeBaseRow,
+        given: InsertInput,
+        spec: ColumnSpec,
+        progress: Progress,
+    ) -> AsyncIterator[list[Document]]:
         options = _options(given, self.allow_private)
-        known = {url: Validators(c.etag, c.last_modified, c.content_hash)
-                 for url, c in (await crawl_state.load(conn, kb.id)).items()}
+        known = {
+            url: Validators(c.etag, c.last_modified, c.content_hash)
+            for url, c in (await crawl_state.load(conn, kb.id)).items()
+        }
 
         async def lookup(url: str) -> Validators | None:
             return known.get(url)
@@ -110,5 +136,11 @@ class UrlSource:
                     progress.item_failed(item.url, f"{item.reason}: {item.detail}".rstrip(": "))
         if batch:
             yield batch
-        await crawl_state.save(conn, kb.id, (
-            crawl_state.CrawledUrl(p.url, p.etag, p.last_modified, p.content_hash, p.fetched_at) for p in seen))
+        await crawl_state.save(
+            conn,
+            kb.id,
+            (
+                crawl_state.CrawledUrl(p.url, p.etag, p.last_modified, p.content_hash, p.fetched_at)
+                for p in seen
+            ),
+        )

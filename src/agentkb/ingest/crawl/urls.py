@@ -221,7 +221,7 @@ def check_target(url: str, allow_private: bool) -> None:
         except (OSError, UnicodeError) as exc:
             raise CrawlError(f"Cannot resolve the host of {url}: {exc}", reason="dns") from exc
         if not addresses:
-            raise CrawlError(f"Cannot resolve the host of {url}", reason="dns")
+            raise CrawlError(f"Cannot resolve the host of {url}", reason="dns") from None
     for address in addresses:
         why = refusal(address, allow_private)
         if why is not None:

@@ -88,8 +88,13 @@ def file_documents(parsed: TextDocument, file_name: str) -> list[Document]:
         metadata = {"source": file_name, "file": file_name, "extension": f".{parsed.extension}"}
         documents.append(
             Document(
-                doc_id=doc_id, original_id=doc_id, content_column="content", content=section.text,
-                metadata={**metadata, **section.metadata}, row_index=index - 1, source=file_name,
+                doc_id=doc_id,
+                original_id=doc_id,
+                content_column="content",
+                content=section.text,
+                metadata={**metadata, **section.metadata},
+                row_index=index - 1,
+                source=file_name,
             )
         )
     return documents
@@ -166,9 +171,39 @@ def _markdown(path: Path) -> TextDocument:
 
 _HTML_DROP = ("script", "style", "noscript", "template", "head", "nav", "svg", "iframe", "form")
 _HTML_BLOCKS = frozenset(
-    ("address", "article", "aside", "blockquote", "br", "dd", "div", "dl", "dt", "figcaption", "figure", "footer",
-     "h1", "h2", "h3", "h4", "h5", "h6", "header", "hr", "li", "main", "ol", "p", "pre", "section", "table", "td",
-     "th", "tr", "ul")
+    (
+        "address",
+        "article",
+        "aside",
+        "blockquote",
+        "br",
+        "dd",
+        "div",
+        "dl",
+        "dt",
+        "figcaption",
+        "figure",
+        "footer",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "header",
+        "hr",
+        "li",
+        "main",
+        "ol",
+        "p",
+        "pre",
+        "section",
+        "table",
+        "td",
+        "th",
+        "tr",
+        "ul",
+    )
 )
 _HTML_HEADINGS = ("h1", "h2", "h3", "h4")
 _MARK = "\ue000"  # starts a heading's line in the flattened text (a private-use character, not whitespace)
@@ -217,7 +252,9 @@ def _pdf(path: Path) -> TextDocument:
     pages = reader.pages
     if len(pages) == 0:
         raise _Invalid("the PDF has no pages")
-    sections = [Section(t, {"page": i}) for i, page in enumerate(pages, 1) if (t := _clean(page.extract_text()))]
+    sections = [
+        Section(t, {"page": i}) for i, page in enumerate(pages, 1) if (t := _clean(page.extract_text()))
+    ]
     return TextDocument(sections, "pdf", len(pages))
 
 
@@ -241,7 +278,9 @@ def _docx(path: Path) -> TextDocument:
             lines.append(block.text)
         else:
             lines.extend(" | ".join(cell.text.strip() for cell in row.cells) for row in block.rows)
-    return _split_headings([(line, line.strip() if i in headings else None) for i, line in enumerate(lines)], "docx")
+    return _split_headings(
+        [(line, line.strip() if i in headings else None) for i, line in enumerate(lines)], "docx"
+    )
 
 
 def _pptx(path: Path) -> TextDocument:
@@ -325,9 +364,11 @@ def _csv(path: Path, delimiter: str | None = None) -> Tabular:
     for record in reader:
         if not any(cell.strip() for cell in record):
             continue
-        if len(record) > len(columns) and any(cell.strip() for cell in record[len(columns):]):
+        if len(record) > len(columns) and any(cell.strip() for cell in record[len(columns) :]):
             raise _Invalid(f"line {reader.line_num}: expected {len(columns)} fields, saw {len(record)}")
-        rows.append({c: (v if v != "" else None) for c, v in zip(columns, record + [""] * len(columns))})
+        rows.append(
+            {c: (v if v != "" else None) for c, v in zip(columns, record + [""] * len(columns), strict=False)}
+        )
     _infer_numbers(columns, rows)
     return Tabular(columns, rows)
 
@@ -384,7 +425,10 @@ def _xlsx(path: Path) -> Tabular:
                 cells.pop()
             columns = _unique_columns(cells)
             rows = [
-                {c: v.isoformat() if isinstance(v, (datetime, date, time)) else v for c, v in zip(columns, record)}
+                {
+                    c: v.isoformat() if isinstance(v, (datetime, date, time)) else v
+                    for c, v in zip(columns, record, strict=False)
+                }
                 for record in records
                 if any(v not in (None, "") for v in record)
             ]

@@ -48,12 +48,19 @@ class FileSource:
             try:
                 await self.files.get(name)
             except NotFound as exc:
-                raise BadRequest(f"File {name} was not uploaded (PUT /api/files/{name} first)",
-                                 title="Invalid files") from exc
+                raise BadRequest(
+                    f"File {name} was not uploaded (PUT /api/files/{name} first)", title="Invalid files"
+                ) from exc
         return {"files": names}
 
-    async def documents(self, conn: AsyncConnection, kb: KnowledgeBaseRow, given: InsertInput, spec: ColumnSpec,
-                        progress: Progress) -> AsyncIterator[list[Document]]:
+    async def documents(
+        self,
+        conn: AsyncConnection,
+        kb: KnowledgeBaseRow,
+        given: InsertInput,
+        spec: ColumnSpec,
+        progress: Progress,
+    ) -> AsyncIterator[list[Document]]:
         for name in given.files or []:
             parsed = await self.files.open_parsed(name)
             if isinstance(parsed, Tabular):
@@ -61,8 +68,11 @@ class FileSource:
                 progress.add_items(len(rows))
                 for start in range(0, len(rows), BATCH_ROWS):
                     try:
-                        batch = list(row_documents(rows[start:start + BATCH_ROWS], spec, start_index=start,
-                                                   source=name))
+                        batch = list(
+                            row_documents(
+                                rows[start : start + BATCH_ROWS], spec, start_index=start, source=name
+                            )
+                        )
                     except BadRequest as exc:
                         raise BadRequest(f"File {name}: {exc.detail}", title=exc.title) from exc
                     yield batch
@@ -70,4 +80,4 @@ class FileSource:
                 documents = file_documents(parsed, name)
                 progress.add_items(len(documents))
                 for start in range(0, len(documents), BATCH_ROWS):
-                    yield documents[start:start + BATCH_ROWS]
+                    yield documents[start : start + BATCH_ROWS]

@@ -90,7 +90,7 @@ class Embedder(ABC):
         vectors = await self.embed_documents([text])
         return np.asarray(vectors[0], dtype=np.float32)
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 - optional hook: most embedders hold nothing to release
         """Release resources (HTTP clients, ...); the default holds none."""
 
     def __repr__(self) -> str:

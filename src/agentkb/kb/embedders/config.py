@@ -50,7 +50,9 @@ def normalize(given: Any, default: dict[str, Any]) -> dict[str, Any]:
         raise BadRequest("'embedding_model.model_name' is required", title="Invalid embedding model")
     dims = config.get("dimensions")
     if dims is not None and (not isinstance(dims, int) or isinstance(dims, bool) or not 0 < dims <= 4000):
-        raise BadRequest("'embedding_model.dimensions' must be an integer in 1..4000", title="Invalid embedding model")
+        raise BadRequest(
+            "'embedding_model.dimensions' must be an integer in 1..4000", title="Invalid embedding model"
+        )
     return config
 
 

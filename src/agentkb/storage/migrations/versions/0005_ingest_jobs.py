@@ -19,7 +19,9 @@ def upgrade() -> None:
         "ingest_jobs",
         sa.Column("id", sa.Text, primary_key=True),
         sa.Column("project_id", sa.BigInteger, sa.ForeignKey("projects.id"), nullable=False),
-        sa.Column("kb_id", sa.BigInteger, sa.ForeignKey("knowledge_bases.id", ondelete="CASCADE"), nullable=False),
+        sa.Column(
+            "kb_id", sa.BigInteger, sa.ForeignKey("knowledge_bases.id", ondelete="CASCADE"), nullable=False
+        ),
         sa.Column("mode", sa.Text, nullable=False),  # sync: the request waits; async: a worker runs it
         sa.Column("state", sa.Text, nullable=False),  # queued, running, succeeded, failed, cancelled
         sa.Column("request", JSONB, nullable=False),
@@ -37,6 +39,8 @@ def upgrade() -> None:
     )
     op.create_index("ingest_jobs_kb", "ingest_jobs", ["kb_id", "created_at"])
     op.create_index(
-        "ingest_jobs_claimable", "ingest_jobs", ["created_at"],
+        "ingest_jobs_claimable",
+        "ingest_jobs",
+        ["created_at"],
         postgresql_where=sa.text("state IN ('queued', 'running')"),
     )

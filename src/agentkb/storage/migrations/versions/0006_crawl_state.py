@@ -16,7 +16,9 @@ depends_on = None
 def upgrade() -> None:
     op.create_table(
         "crawl_state",
-        sa.Column("kb_id", sa.BigInteger, sa.ForeignKey("knowledge_bases.id", ondelete="CASCADE"), primary_key=True),
+        sa.Column(
+            "kb_id", sa.BigInteger, sa.ForeignKey("knowledge_bases.id", ondelete="CASCADE"), primary_key=True
+        ),
         sa.Column("url", sa.Text, primary_key=True),
         sa.Column("etag", sa.Text, nullable=True),
         sa.Column("last_modified", sa.Text, nullable=True),
