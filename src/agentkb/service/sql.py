@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from agentkb.service.search import SearchService
 
 MAX_PUSHDOWN_ROWS = 10_000
+AGENT_TABLE_COLUMNS = ("answer", "question")  # an agent queried as a table
 FILES = "files"  # MindsDB's data source of uploaded files
 
 
@@ -185,7 +186,11 @@ class SQLService:
                 f"Query agent {name} with: SELECT answer FROM {project}.{name} WHERE question = '...'"
             )
         answer = await self.agent_answer(project, name, question)
-        return Result("table", ["answer", "question"], [[answer, question]])
+        # The selected columns only (`SELECT answer ...`), as MindsDB projects an agent's answer table.
+        columns, data = catalog.select_rows(
+            select, list(AGENT_TABLE_COLUMNS), [{"answer": answer, "question": question}]
+        )
+        return Result("table", columns, data)
 
     async def _pushdown(self, select: ast.Select, source: str) -> Result:
         query = pushdown.parse_select(select.to_string())
@@ -243,8 +248,10 @@ class SQLService:
     async def _show(self, show: ast.Show, db: str, params: Any) -> Result:
         category = show.category.upper().replace(" ", "_")
         if category in ("DATABASES", "SCHEMAS"):
-            rows = [{"Database": r["NAME"]} for r in await self._database_rows()]
-            columns = ["Database"]
+            # As MindsDB: information_schema.databases' NAME as `Database`; FULL adds TYPE and ENGINE (the
+            # JavaScript SDK's getAllDatabases reads them). WHERE may name any of those columns.
+            rows = [{"Database": r["NAME"], **r} for r in await self._database_rows()]
+            columns = ["Database", "TYPE", "ENGINE"] if "FULL" in (show.modes or []) else ["Database"]
         elif category == "KNOWLEDGE_BASES":
             rows, columns = await self._kb_rows(db), catalog.KB_COLUMNS
         elif category == "AGENTS":
