@@ -22,8 +22,8 @@ import httpx
 import pytest
 
 from agentkb.errors import BadRequest
-from agentkb.ingest.crawl import fetch as crawl_fetch, urls as crawl_urls
-from agentkb.ingest.crawl.fetch import Fetcher
+from agentkb.ingest.crawl import fetch as crawl_fetch
+from agentkb.ingest.crawl import urls as crawl_urls
 from agentkb.ingest.crawl.crawler import (
     CrawlError,
     CrawlOptions,
@@ -35,6 +35,7 @@ from agentkb.ingest.crawl.crawler import (
     crawl,
     extraction_pool,
 )
+from agentkb.ingest.crawl.fetch import Fetcher
 from tests.ingest.site import ARTICLES, SECTIONS, OtherSite, RobotsStatusSite, TestSite
 
 SMALL = 200_000  # max_page_bytes for the tests: /huge.html is 300 kB
@@ -179,7 +180,12 @@ def test_canonical_url_is_idempotent() -> None:
         "[::ffff:127.0.0.1]",
         "[::ffff:169.254.169.254]",
         "[64:ff9b::7f00:1]",
+        "[64:ff9b::a00:1]",
         "[2002:7f00:1::]",
+        "[2002:a00:1::]",
+        "[::a00:1]",  # IPv4-compatible 10.0.0.1
+        "[::ffff:10.0.0.1]",
+        "100.127.255.1",
     ],
 )
 def test_check_target_refuses_non_public_addresses(host: str) -> None:
@@ -189,7 +195,9 @@ def test_check_target_refuses_non_public_addresses(host: str) -> None:
     assert isinstance(caught.value, BadRequest) and caught.value.status == 400
 
 
-@pytest.mark.parametrize("host", ["8.8.8.8", "93.184.216.34", "[2606:4700:4700::1111]", "[::ffff:8.8.8.8]"])
+@pytest.mark.parametrize(
+    "host", ["8.8.8.8", "93.184.216.34", "[2606:4700:4700::1111]", "[::ffff:8.8.8.8]", "[64:ff9b::808:808]"]
+)
 def test_check_target_allows_public_addresses(host: str) -> None:
     check_target(f"https://{host}/x", allow_private=False)
 
@@ -197,31 +205,48 @@ def test_check_target_allows_public_addresses(host: str) -> None:
 def test_check_target_allow_private_still_refuses_metadata() -> None:
     check_target("http://127.0.0.1:8080/", allow_private=True)
     check_target("http://10.1.2.3/", allow_private=True)
-    for host in ("169.254.169.254", "[fd00:ec2::254]", "[::ffff:169.254.169.254]", "100.100.100.200"):
+    metadata = ("169.254.169.254", "[fd00:ec2::254]", "[::ffff:169.254.169.254]", "100.100.100.200")
+    for host in (*metadata, "[::a9fe:a9fe]", "[64:ff9b::a9fe:a9fe]", "[2002:a9fe:a9fe::]"):
         with pytest.raises(CrawlError, match="metadata"):
             check_target(f"http://{host}/latest/meta-data/", allow_private=True)
 
 
-def test_check_target_checks_every_resolved_address(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("host", "why"),
+    [
+        ("0.0.0.0", "an unspecified address"),
+        ("[::]", "an unspecified address"),
+        ("[::ffff:10.0.0.1]", "a private address"),
+        ("[::ffff:127.0.0.1]", "a loopback address"),
+        ("100.64.0.1", "a shared (carrier-grade NAT) address"),
+        ("[fe80::1]", "a link-local address"),
+    ],
+)
+def test_check_target_says_why(host: str, why: str) -> None:
+    with pytest.raises(CrawlError) as caught:
+        check_target(f"http://{host}/", allow_private=False)
+    assert str(caught.value.detail).endswith(why), caught.value.detail
+
+
+def test_check_target_checks_every_resolved_address() -> None:
     answers = {
         "public.test": ["93.184.216.34", "2606:2800:220:1::1"],
         "mixed.test": ["93.184.216.34", "10.0.0.7"],  # one private address is enough to refuse
         "rebind.test": ["::ffff:127.0.0.1"],
     }
 
-    def fake(host: str, port: int) -> list[Any]:
+    def resolver(host: str, port: int) -> list[Any]:
         if host not in answers:
             raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
         return [ipaddress.ip_address(a) for a in answers[host]]
 
-    monkeypatch.setattr(crawl_urls, "_resolve", fake)
-    check_target("http://public.test/", allow_private=False)
+    check_target("http://public.test/", allow_private=False, resolve=resolver)
     for host in ("mixed.test", "rebind.test"):
         with pytest.raises(CrawlError, match="resolves to") as caught:
-            check_target(f"http://{host}/", allow_private=False)
+            check_target(f"http://{host}/", allow_private=False, resolve=resolver)
         assert caught.value.reason == "ssrf"
     with pytest.raises(CrawlError) as caught:
-        check_target("http://nowhere.test/", allow_private=False)
+        check_target("http://nowhere.test/", allow_private=False, resolve=resolver)
     assert caught.value.reason == "dns"
 
 
@@ -440,13 +465,13 @@ async def test_ssrf_guard_refuses_loopback_start_urls(fresh: TestSite, other: Ot
 
 
 async def test_ssrf_guard_checks_every_redirect_hop(fresh: TestSite, monkeypatch: pytest.MonkeyPatch) -> None:
-    real = crawl_urls._resolve
+    real = crawl_urls.resolve_host
 
     def public_localhost(host: str, port: int) -> list[Any]:
         # Pretend `localhost` is a public host, so only the redirect to 127.0.0.1 is private.
         return [ipaddress.ip_address("93.184.216.34")] if host == "localhost" else real(host, port)
 
-    monkeypatch.setattr(crawl_urls, "_resolve", public_localhost)
+    monkeypatch.setattr(crawl_urls, "resolve_host", public_localhost)
     items = await run(
         options(fresh, "/to-loopback", crawl_depth=0, allow_private=False, allowed_domains=["127.0.0.1"])
     )
