@@ -18,12 +18,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from agentkb.errors import BadRequest
 from agentkb.ingest.crawl import fetch as crawl_fetch
-from agentkb.ingest.crawl import urls as crawl_urls
 from agentkb.ingest.crawl.crawler import (
     CrawlError,
     CrawlOptions,
@@ -36,6 +34,7 @@ from agentkb.ingest.crawl.crawler import (
     extraction_pool,
 )
 from agentkb.ingest.crawl.fetch import Fetcher
+from agentkb.ingest.crawl.pinning import pinned_client
 from tests.ingest.site import ARTICLES, SECTIONS, OtherSite, RobotsStatusSite, TestSite
 
 SMALL = 200_000  # max_page_bytes for the tests: /huge.html is 300 kB
@@ -68,8 +67,7 @@ def options(site: TestSite, path: str = "/index.html", **kw: Any) -> CrawlOption
 
 
 async def run(opts: CrawlOptions, known: Any = None) -> list[Page | Skipped]:
-    async with httpx.AsyncClient(trust_env=False) as client:
-        return [item async for item in crawl(opts, client, known)]
+    return [item async for item in crawl(opts, known)]
 
 
 def pages(items: list[Page | Skipped], base: str = "") -> dict[str, Page]:
@@ -464,21 +462,6 @@ async def test_ssrf_guard_refuses_loopback_start_urls(fresh: TestSite, other: Ot
     assert fresh.paths() == [] and other.paths() == []
 
 
-async def test_ssrf_guard_checks_every_redirect_hop(fresh: TestSite, monkeypatch: pytest.MonkeyPatch) -> None:
-    real = crawl_urls.resolve_host
-
-    def public_localhost(host: str, port: int) -> list[Any]:
-        # Pretend `localhost` is a public host, so only the redirect to 127.0.0.1 is private.
-        return [ipaddress.ip_address("93.184.216.34")] if host == "localhost" else real(host, port)
-
-    monkeypatch.setattr(crawl_urls, "resolve_host", public_localhost)
-    items = await run(
-        options(fresh, "/to-loopback", crawl_depth=0, allow_private=False, allowed_domains=["127.0.0.1"])
-    )
-    assert reasons(items) == [(fresh.url + "/to-loopback", "ssrf")]
-    assert "/about.html" not in fresh.paths()
-
-
 async def test_recrawl_with_known_validators_is_not_modified(fresh: TestSite) -> None:
     first = pages(await run(options(fresh, crawl_depth=1)))
     validators = {u: Validators(p.etag, p.last_modified, p.content_hash) for u, p in first.items()}
@@ -534,8 +517,9 @@ async def test_crawl_delay_is_honoured_and_capped(other: OtherSite) -> None:
         assert times[-1] - times[0] >= 0.15 * (len(times) - 1) - 0.03
         assert min(b - a for a, b in itertools.pairwise(times)) >= 0.08
     with TestSite(other.url, crawl_delay=30) as slow:
-        async with httpx.AsyncClient(trust_env=False) as client:
-            fetcher = Fetcher(options(slow), client, None, {"localhost"})
+        pins: dict[str, Any] = {}
+        async with pinned_client(pins) as client:
+            fetcher = Fetcher(options(slow), client, None, {"localhost"}, pins=pins)
             await fetcher.robots_for(slow.url + "/index.html")
             assert fetcher.gate("localhost").delay == 2.0
 
@@ -562,9 +546,7 @@ async def test_unreachable_host_is_skipped() -> None:
 async def test_extraction_in_a_process_pool(fresh: TestSite) -> None:
     pool = extraction_pool(1)
     try:
-        async with httpx.AsyncClient(trust_env=False) as client:
-            opts = options(fresh, crawl_depth=1)
-            items = [item async for item in crawl(opts, client, executor=pool)]
+        items = [item async for item in crawl(options(fresh, crawl_depth=1), executor=pool)]
     finally:
         pool.shutdown()
     found = pages(items, fresh.url)
@@ -573,19 +555,12 @@ async def test_extraction_in_a_process_pool(fresh: TestSite) -> None:
 
 
 async def test_stopping_early_cancels_in_flight_work(fresh: TestSite) -> None:
-    async with httpx.AsyncClient(trust_env=False) as client:
-        stream = crawl(options(fresh, crawl_depth=2), client)
-        first = await anext(stream)
-        await stream.aclose()
+    stream = crawl(options(fresh, crawl_depth=2))
+    first = await anext(stream)
+    await stream.aclose()
     assert isinstance(first, Page)
     await asyncio.sleep(0.05)
     assert not [t for t in asyncio.all_tasks() if "_process" in repr(t.get_coro())]
-
-
-async def test_client_following_redirects_is_overridden(fresh: TestSite) -> None:
-    async with httpx.AsyncClient(trust_env=False, follow_redirects=True) as client:
-        items = [i async for i in crawl(options(fresh, "/loop-a", crawl_depth=0), client)]
-    assert reasons(items) == [(fresh.url + "/loop-a", "redirect loop")]
 
 
 # -- throughput (not collected by pytest) -------------------------------------------------------------
@@ -612,15 +587,14 @@ def throughput_check(n_pages: int = 1000, *, pool_workers: int = 0, **overrides:
         opts = CrawlOptions(urls=[base + "/p/0.html"], **kw)
 
         async def go() -> tuple[int, int, float, float]:
-            async with httpx.AsyncClient(trust_env=False) as client:
-                started, cpu = time.perf_counter(), time.process_time()
-                n = s = 0
-                async for item in crawl(opts, client, executor=pool):
-                    if isinstance(item, Page):
-                        n += 1
-                    else:
-                        s += 1
-                return n, s, time.perf_counter() - started, time.process_time() - cpu
+            started, cpu = time.perf_counter(), time.process_time()
+            n = s = 0
+            async for item in crawl(opts, executor=pool):
+                if isinstance(item, Page):
+                    n += 1
+                else:
+                    s += 1
+            return n, s, time.perf_counter() - started, time.process_time() - cpu
 
         n, s, elapsed, cpu = asyncio.run(go())
         return {
