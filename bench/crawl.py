@@ -86,13 +86,12 @@ def crawl_alone(url: str, pages: int, executor: Executor | None = None, **option
     async def run() -> tuple[int, int, Counter[str]]:
         got = chars = 0
         skipped: Counter[str] = Counter()
-        async with httpx.AsyncClient(timeout=crawl_options.page_timeout_s) as client:
-            async for item in crawl(crawl_options, client, executor=executor):
-                if isinstance(item, Page):
-                    got += 1
-                    chars += len(item.text)
-                else:
-                    skipped[item.reason] += 1
+        async for item in crawl(crawl_options, executor=executor):
+            if isinstance(item, Page):
+                got += 1
+                chars += len(item.text)
+            else:
+                skipped[item.reason] += 1
         return got, chars, skipped
 
     cpu = own_cpu()

@@ -3,6 +3,7 @@
 - `TestSite`: 110+ linked pages plus every awkward case (robots.txt, redirect loop, 404, huge pages, PDF,
   ETag / Last-Modified, off-domain links, duplicate URLs, rel=canonical, a sitemap). Served as
   `http://localhost:<port>`; `OtherSite` is served as `http://127.0.0.1:<port>`, a different host.
+- `PrivateSite`, `PublicStandIn`: the SSRF tests' private target and stand-in for a public server.
 - `GeneratedSite`: an n-page tree for throughput (`python -m tests.ingest.site --pages 1000` serves one
   in its own process and prints its URL).
 
@@ -210,6 +211,42 @@ class RobotsStatusSite(Site):
         if path == "/robots.txt":
             return Response(self.status, b"", content_type="text/plain")
         return html("Page", prose("robots-status")) if path == "/" else NOT_FOUND
+
+
+class PrivateSite(Site):
+    """A server on a private address (127.0.0.1) that the SSRF tests must never reach with the guard on:
+    every path but /robots.txt is a page, so anything the crawler got from it would show."""
+
+    def route(self, path: str, headers: Mapping[str, str]) -> Response:
+        return NOT_FOUND if path == "/robots.txt" else html("Private", prose("private " + path))
+
+
+class PublicStandIn(Site):
+    """Stands in for a server on a public address. Test URLs name `<host>.test:<url_port>`, `url_port`
+    being the PrivateSite's port (so that a connection leaking to 127.0.0.1 would land there); the SSRF
+    tests' network backend routes the public address to this site's own loopback port.
+
+    / links to `links`; /to-private redirects to http://internal.test:<url_port>/secret; /page is a page;
+    /robots.txt redirects to internal.test's when the Host is robots-redirect.*, else 404."""
+
+    def __init__(self, url_port: int, links: list[str] | None = None) -> None:
+        super().__init__()
+        self.url_port = url_port
+        self.links = links or []
+
+    def route(self, path: str, headers: Mapping[str, str]) -> Response:
+        internal = f"http://internal.test:{self.url_port}"
+        if path == "/robots.txt":
+            if headers.get("Host", "").startswith("robots-redirect."):
+                return Response(302, b"", headers={"Location": internal + "/robots.txt"})
+            return NOT_FOUND
+        if path == "/":
+            return html("Public index", prose("public index") + links(*self.links))
+        if path == "/to-private":
+            return Response(302, b"", headers={"Location": internal + "/secret"})
+        if path == "/page":
+            return html("Public page", prose("public page"))
+        return NOT_FOUND
 
 
 class TestSite(Site):

@@ -1,6 +1,6 @@
 """An async, polite, bounded web crawler for knowledge-base inserts (`urls`, `limit`, `crawl_depth`, `filters`).
 
-    async for item in crawl(CrawlOptions(urls=[...], crawl_depth=1, limit=50), client, known):
+    async for item in crawl(CrawlOptions(urls=[...], crawl_depth=1, limit=50), known):
         if isinstance(item, Page): ...      # text to chunk and embed
         else: ...                           # Skipped(url, reason, detail)
 
@@ -11,8 +11,11 @@ exact content was already yielded (a rel=canonical naming a page already yielded
 ignored, so a wrong one loses nothing). Only text/html, text/plain and
 application/pdf are read. Every request goes through the SSRF guard, robots.txt (once per origin,
 Crawl-delay capped at 2 s) and a per-host concurrency gate; redirects are followed by hand so each hop is
-checked. `limit` caps the pages yielded (at most `limit - yielded` requests are ever in flight, so no page
-is fetched for nothing); the crawl always ends: at most 10 000 pages and 50 000 distinct URLs.
+checked. The crawler owns its HTTP client: each host is resolved once, every answer is checked, and
+connections go only to the checked addresses (`pinning`), so a DNS answer that changes between the check
+and the connection (DNS rebinding) cannot reach a private address. `limit` caps the pages yielded (at most
+`limit - yielded` requests are ever in flight, so no page is fetched for nothing); the crawl always ends:
+at most 10 000 pages and 50 000 distinct URLs.
 
 Pages at the last depth (whose links are not followed) are fetched conditionally when `known` returns
 validators (304 → `not_modified`, empty text); others are fetched in full, so their links can be followed,
@@ -33,13 +36,16 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-import httpx
+import httpcore
 
 from agentkb.ingest.crawl.extract import Extracted, extract_html, extract_pdf, extract_plain
 from agentkb.ingest.crawl.fetch import HTML_TYPES, PDF_TYPES, Fetched, Fetcher, Known
+from agentkb.ingest.crawl.pinning import pinned_client
 from agentkb.ingest.crawl.types import CrawlOptions, Page, Skipped, Validators
 from agentkb.ingest.crawl.urls import (
     CrawlError,
+    IPAddress,
+    Resolver,
     canonical_url,
     check_target,
     host_of,
@@ -51,6 +57,7 @@ __all__ = [
     "CrawlError",
     "CrawlOptions",
     "Page",
+    "Resolver",
     "Skipped",
     "Validators",
     "canonical_url",
@@ -74,21 +81,27 @@ SKIPPED_EXTENSIONS = frozenset("." + ext for ext in _EXTENSIONS.split())  # link
 
 async def crawl(
     options: CrawlOptions,
-    client: httpx.AsyncClient,
     known: Known | None = None,
     *,
     executor: Executor | None = None,
+    resolver: Resolver | None = None,
+    network: httpcore.AsyncNetworkBackend | None = None,
 ) -> AsyncGenerator[Page | Skipped, None]:
     """Crawl from `options.urls`, yielding each page (or the reason a URL was skipped) as soon as it is
     done. Raises CrawlError (400), before yielding anything, for invalid options, an invalid start URL or
-    one the SSRF guard refuses. `client` is used with follow_redirects=False whatever its own setting;
-    `known(url)` returns what an earlier crawl saw of a URL. Text extraction (CPU-bound) runs in
-    `executor`, by default the event loop's thread pool; a pool from `extraction_pool()` uses more cores.
+    one the SSRF guard refuses. `known(url)` returns what an earlier crawl saw of a URL. Text extraction
+    (CPU-bound) runs in `executor`, by default the event loop's thread pool; a pool from
+    `extraction_pool()` uses more cores. `resolver` (host, port → addresses; default the system's) and
+    `network` (the httpcore backend that dials the checked addresses; default AnyIO's) are for tests.
     """
-    state = _Crawl(options, client, known, executor)
-    await state.check_starts()
-    async for item in state.run():
-        yield item
+    pins: dict[str, tuple[IPAddress, ...]] = {}
+    async with pinned_client(pins, network, timeout=options.page_timeout_s) as client:
+        state = _Crawl(
+            options, Fetcher(options, client, known, set(), pins=pins, resolver=resolver), executor
+        )
+        await state.check_starts()
+        async for item in state.run():
+            yield item
 
 
 @dataclass
@@ -162,9 +175,7 @@ def _site_domain(host: str) -> str:
 
 
 class _Crawl:
-    def __init__(
-        self, options: CrawlOptions, client: httpx.AsyncClient, known: Known | None, executor: Executor | None
-    ) -> None:
+    def __init__(self, options: CrawlOptions, fetcher: Fetcher, executor: Executor | None) -> None:
         if isinstance(options.urls, str) or not options.urls:
             raise CrawlError("urls must be a non-empty list of URLs", reason="options")
         if len(options.urls) > MAX_START_URLS:
@@ -188,15 +199,16 @@ class _Crawl:
                 raise CrawlError(f"Not an http(s) URL: {url!r}")
             self.starts[canonical] = None
         self.default_domains = options.allowed_domains is None
+        self.domains = fetcher.domains  # shared: a start URL's redirect may add its host
         if options.allowed_domains is None:
-            self.domains = {_site_domain(host_of(url)) for url in self.starts}
+            self.domains.update(_site_domain(host_of(url)) for url in self.starts)
         else:
-            self.domains = {normalise_domain(d) for d in options.allowed_domains}
+            self.domains.update(normalise_domain(d) for d in options.allowed_domains)
         try:
             self.patterns = [re.compile(p) for p in options.url_patterns or []]
         except (re.error, TypeError) as exc:
             raise CrawlError(f"Invalid URL pattern: {exc}", reason="options") from exc
-        self.fetcher = Fetcher(options, client, known, self.domains)
+        self.fetcher = fetcher
         self.seen: set[str] = set(self.starts)
         self.yielded: dict[str, str] = {}  # page URL → content hash
         self.hashes: dict[str, str] = {}  # content hash → page URL

@@ -1,5 +1,6 @@
-"""Fetching for the crawler: per-host politeness, robots.txt, the SSRF guard on every hop, manual redirects,
-conditional requests, size and time limits, sitemaps."""
+"""Fetching for the crawler: per-host politeness, robots.txt, the SSRF guard on every hop (each host resolved
+once, every answer checked, connections pinned to the checked addresses), manual redirects, conditional
+requests, size and time limits, sitemaps."""
 
 from __future__ import annotations
 
@@ -18,7 +19,15 @@ from protego import Protego
 
 from agentkb.ingest.crawl.extract import pdf_supported
 from agentkb.ingest.crawl.types import CrawlOptions, Skipped, Validators
-from agentkb.ingest.crawl.urls import CrawlError, canonical_url, check_target, host_of, in_domains
+from agentkb.ingest.crawl.urls import (
+    CrawlError,
+    IPAddress,
+    Resolver,
+    canonical_url,
+    checked_addresses,
+    host_of,
+    in_domains,
+)
 
 __all__ = ["HTML_TYPES", "PDF_TYPES", "TEXT_TYPES", "Fetched", "Fetcher", "HostGate", "Known"]
 
@@ -121,17 +130,32 @@ def _sniff(body: bytes) -> str:
 
 
 class Fetcher:
-    """Shared fetch state of one crawl: host gates, robots.txt rules, SSRF verdicts, known validators."""
+    """Shared fetch state of one crawl: host gates, robots.txt rules, SSRF verdicts and pinned addresses,
+    known validators.
+
+    `client` must connect only to the addresses in `pins` (`pinning.pinned_client(fetcher.pins)`), which
+    `target_error` fills: a host is resolved once per crawl (by `resolver`, default the system's), every
+    answer is checked, and the checked answers are what the connection may use."""
 
     def __init__(
-        self, options: CrawlOptions, client: httpx.AsyncClient, known: Known | None, domains: set[str]
+        self,
+        options: CrawlOptions,
+        client: httpx.AsyncClient,
+        known: Known | None,
+        domains: set[str],
+        *,
+        pins: dict[str, tuple[IPAddress, ...]],
+        resolver: Resolver | None = None,
     ) -> None:
         self.options = options
         self.client = client
         self.known_fn = known
         self.domains = domains  # shared with the crawler, which may add to it
+        self.pins = pins
+        self.resolver = resolver
         self.gates: dict[str, HostGate] = {}
         self.targets: dict[str, CrawlError | None] = {}
+        self._target_locks: dict[str, asyncio.Lock] = {}
         self.robots: dict[str, _Robots] = {}
         self._robots_locks: dict[str, asyncio.Lock] = {}
         self._known: dict[str, Validators | None] = {}
@@ -151,14 +175,22 @@ class Fetcher:
         return self._known[url]
 
     async def target_error(self, url: str) -> CrawlError | None:
-        """The SSRF guard's verdict on `url`'s host (cached per host for the crawl)."""
+        """The SSRF guard's verdict on `url`'s host, None when it may be fetched. The host is resolved once
+        for the crawl (concurrent callers wait for that one answer); its checked addresses are pinned."""
         host = host_of(url)
         if host not in self.targets:
-            try:
-                await asyncio.to_thread(check_target, url, self.options.allow_private)
-                self.targets[host] = None
-            except CrawlError as exc:
-                self.targets[host] = exc
+            async with self._target_locks.setdefault(host, asyncio.Lock()):
+                if host not in self.targets:
+                    allow_private = self.options.allow_private
+                    try:
+                        addresses = await asyncio.to_thread(
+                            checked_addresses, url, allow_private, self.resolver
+                        )
+                    except CrawlError as exc:
+                        self.targets[host] = exc
+                    else:
+                        self.pins[host] = addresses
+                        self.targets[host] = None
         return self.targets[host]
 
     # -- robots.txt -------------------------------------------------------------------------------

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from typing import Any
 
-import httpx
+import httpcore
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb.errors import BadRequest
-from agentkb.ingest.crawl.crawler import CrawlOptions, Page, Validators, check_target, crawl
+from agentkb.ingest.crawl.crawler import CrawlOptions, Page, Resolver, Validators, check_target, crawl
 from agentkb.ingest.request import InsertInput, Progress
 from agentkb.kb.documents import ColumnSpec, Document
 from agentkb.storage import crawl_state
@@ -82,13 +83,24 @@ def page_document(page: Page) -> Document:
 
 
 class UrlSource:
-    def __init__(self, allow_private: bool) -> None:
+    """`resolver` and `network` (see `crawl`) are for tests; by default the system resolver and real
+    connections (to the checked addresses only)."""
+
+    def __init__(
+        self,
+        allow_private: bool,
+        *,
+        resolver: Resolver | None = None,
+        network: httpcore.AsyncNetworkBackend | None = None,
+    ) -> None:
         self.allow_private = allow_private
+        self.resolver = resolver
+        self.network = network
 
     async def validate(self, given: InsertInput) -> dict[str, Any]:
         options = _options(given, self.allow_private)
         for url in options.urls:  # refuse bad or private start URLs before a job exists (400)
-            await asyncio.to_thread(check_target, url, self.allow_private)
+            await asyncio.to_thread(check_target, url, self.allow_private, self.resolver)
         return {
             "urls": options.urls,
             "limit": given.limit,
@@ -115,8 +127,9 @@ class UrlSource:
 
         seen: list[Page] = []
         batch: list[Document] = []
-        async with httpx.AsyncClient(timeout=options.page_timeout_s) as client:
-            async for item in crawl(options, client, lookup):
+        pages = crawl(options, lookup, resolver=self.resolver, network=self.network)
+        async with aclosing(pages):  # closes the crawl (its client, its tasks) if this insert stops early
+            async for item in pages:
                 if isinstance(item, Page):
                     progress.add_items(1)
                     seen.append(item)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from urllib.parse import quote, urljoin, urlsplit, urlunsplit
 
@@ -14,13 +14,20 @@ from agentkb.errors import BadRequest
 __all__ = [
     "CrawlError",
     "canonical_url",
+    "IPAddress",
+    "Resolver",
     "check_target",
+    "checked_addresses",
     "host_of",
     "in_domains",
     "normalise_domain",
+    "refusal",
+    "resolve_host",
 ]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+Resolver = Callable[[str, int], Sequence[IPAddress]]
+"""(host, port) → every address the host resolves to; blocking; raises OSError when it does not resolve."""
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 _PATH_SAFE = "/%:@!$&'()*+,;=-._~"
@@ -30,6 +37,16 @@ _ORIGIN = re.compile(r"^[hH][tT][tT][pP][sS]?://[^/?#\\]+$")
 _PERCENT = re.compile(r"%[0-9a-fA-F]{2}")
 _HOST_CHARS = re.compile(r"^[a-z0-9_.-]+$")
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
+_SHARED = ipaddress.IPv4Network("100.64.0.0/10")  # RFC 6598, carrier-grade NAT
+_KINDS = (  # the most telling first: 0.0.0.0 and 169.254/16 are also "private", :: also "reserved"
+    ("unspecified", "an unspecified address"),
+    ("loopback", "a loopback address"),
+    ("link_local", "a link-local address"),
+    ("private", "a private address"),
+    ("multicast", "a multicast address"),
+    ("reserved", "a reserved address"),
+)
 
 # Cloud instance-metadata endpoints: refused even when private addresses are allowed.
 METADATA_ADDRESSES: frozenset[IPAddress] = frozenset(
@@ -163,27 +180,36 @@ def in_domains(host: str, domains: Iterable[str]) -> bool:
     return any(host == d or host.endswith("." + d) for d in domains)
 
 
-def _resolve(host: str, port: int) -> list[IPAddress]:
-    """All addresses `host` resolves to (blocking: call it in a thread)."""
+def resolve_host(host: str, port: int) -> list[IPAddress]:
+    """The system resolver: every address `host` resolves to, in getaddrinfo's order (blocking: call it
+    in a thread)."""
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     return [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
 
 
 def _embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """IPv4 addresses carried inside an IPv6 one: 6to4, Teredo (server and client), IPv4-compatible
+    (`::a.b.c.d`, deprecated)."""
     found = [address.sixtofour] if address.sixtofour is not None else []
     if address.teredo is not None:
         found.extend(address.teredo)
-    if address in _NAT64:
+    if address in _IPV4_COMPATIBLE and int(address) > 1:
         found.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
     return found
 
 
 def refusal(address: IPAddress, allow_private: bool) -> str | None:
-    """Why `address` may not be fetched, or None when it may."""
+    """Why `address` may not be fetched, or None when it may.
+
+    An IPv4-mapped (`::ffff:a.b.c.d`) or NAT64 (`64:ff9b::a.b.c.d`) address is judged by the IPv4
+    address it reaches; other IPv6 forms that embed an IPv4 address (6to4, Teredo, IPv4-compatible) must
+    pass both as themselves and by the address they embed."""
     candidates: list[IPAddress] = [address]
     if isinstance(address, ipaddress.IPv6Address):
         if address.ipv4_mapped is not None:
             candidates = [address.ipv4_mapped]
+        elif address in _NAT64:
+            candidates = [ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)]
         else:
             candidates.extend(_embedded_ipv4(address))
     for candidate in candidates:
@@ -191,19 +217,27 @@ def refusal(address: IPAddress, allow_private: bool) -> str | None:
             return "a cloud metadata address"
         if allow_private:
             continue
-        for kind in ("loopback", "private", "link_local", "multicast", "reserved", "unspecified"):
+        for kind, label in _KINDS:
             if getattr(candidate, f"is_{kind}"):
-                return f"a {kind.replace('_', '-')} address"
+                return label
+        if candidate in _SHARED:
+            return "a shared (carrier-grade NAT) address"
         if not candidate.is_global:
             return "not a public address"
     return None
 
 
-def check_target(url: str, allow_private: bool) -> None:
-    """SSRF guard: raise CrawlError (a BadRequest) unless every address `url`'s host resolves to is
-    public. Loopback, private, link-local, multicast, reserved, unspecified and other non-global
-    addresses are allowed with `allow_private`; cloud metadata addresses never are. Blocking (DNS):
-    call it in a thread from async code."""
+def checked_addresses(
+    url: str, allow_private: bool, resolve: Resolver | None = None
+) -> tuple[IPAddress, ...]:
+    """SSRF guard: the addresses a request for `url` may connect to, resolved once; raises CrawlError (a
+    BadRequest) unless EVERY address the host resolves to is allowed (one refused answer among several
+    refuses the host: a later connection could pick it). An IP-literal host is not resolved.
+
+    Loopback, private, link-local, multicast, reserved, unspecified, shared (100.64/10) and other
+    non-global addresses are allowed with `allow_private`; cloud metadata addresses never are. The caller
+    must connect only to the returned addresses (see `pinning`), never resolve the name again. Blocking
+    (DNS): call it in a thread from async code. `resolve` defaults to the system resolver."""
     try:
         parts = urlsplit(url)
         host = parts.hostname
@@ -213,16 +247,27 @@ def check_target(url: str, allow_private: bool) -> None:
         port = 0
     if not host:
         raise CrawlError(f"Invalid URL: {url!r}")
+    literal = True
     try:
         addresses: list[IPAddress] = [ipaddress.ip_address(host)]
     except ValueError:
+        literal = False
         try:
-            addresses = _resolve(host, port)
+            addresses = list((resolve or resolve_host)(host, port))
         except (OSError, UnicodeError) as exc:
             raise CrawlError(f"Cannot resolve the host of {url}: {exc}", reason="dns") from exc
         if not addresses:
             raise CrawlError(f"Cannot resolve the host of {url}", reason="dns") from None
-    for address in addresses:
+    unique = tuple(dict.fromkeys(addresses))
+    for address in unique:
         why = refusal(address, allow_private)
         if why is not None:
-            raise CrawlError(f"Refusing to fetch {url}: {host} resolves to {address}, {why}", reason="ssrf")
+            among = f" (one of {len(unique)} addresses)" if len(unique) > 1 else ""
+            what = f"{address} is" if literal else f"{host} resolves to {address}{among},"
+            raise CrawlError(f"Refusing to fetch {url}: {what} {why}", reason="ssrf")
+    return unique
+
+
+def check_target(url: str, allow_private: bool, resolve: Resolver | None = None) -> None:
+    """The SSRF guard's verdict alone (see `checked_addresses`): raises CrawlError when `url` is refused."""
+    checked_addresses(url, allow_private, resolve)
