@@ -17,9 +17,9 @@ import psycopg
 import pytest
 import requests
 
-from tests.agents.llm_stub import LLMStub, text, tool_call
 from tests.ingest.fixtures import MAKERS
 from tests.ingest.site import GeneratedSite
+from tests.openai_stub import OpenAIStub, text, tool_call
 
 mindsdb_sdk = pytest.importorskip("mindsdb_sdk", reason="install the dev extra: pip install -e '.[dev]'")
 
@@ -54,8 +54,8 @@ def site() -> Iterator[GeneratedSite]:
 
 
 @pytest.fixture(scope="module")
-def llm() -> Iterator[LLMStub]:
-    with LLMStub() as stub:
+def llm() -> Iterator[OpenAIStub]:
+    with OpenAIStub() as stub:
         yield stub
 
 
@@ -94,7 +94,7 @@ def status_of(error: pytest.ExceptionInfo[requests.HTTPError]) -> int:
 
 
 def test_full_session(
-    server: Any, unique: str, pg_table: str, tmp_path: Path, site: GeneratedSite, llm: LLMStub
+    server: Any, unique: str, pg_table: str, tmp_path: Path, site: GeneratedSite, llm: OpenAIStub
 ) -> None:
     # --- a project and a data source ------------------------------------------------------------------
     project = server.create_project(f"sdk_{unique}")

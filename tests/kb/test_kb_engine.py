@@ -10,9 +10,9 @@ import httpx
 import psycopg
 import pymysql
 import pytest
-from embedding_stub import EmbeddingStub, Scripted
 
 from tests.helpers import assert_problem
+from tests.openai_stub import OpenAIStub, Scripted, error, text
 
 P = "/api/projects/mindsdb"
 
@@ -178,16 +178,16 @@ def test_bad_inserts_change_nothing(client: httpx.Client, animals: str) -> None:
 
 
 @pytest.fixture()
-def stub() -> Iterator[EmbeddingStub]:
-    with EmbeddingStub(dim=16) as server:
+def stub() -> Iterator[OpenAIStub]:
+    with OpenAIStub(dim=16) as server:
         yield server
 
 
-def test_openai_compatible_embedder_with_retry(client: httpx.Client, unique: str, stub: EmbeddingStub) -> None:
+def test_openai_compatible_embedder_with_retry(client: httpx.Client, unique: str, stub: OpenAIStub) -> None:
     kb = f"remote_{unique}"
     create_kb(client, kb, embedding_model={"provider": "openai", "model_name": "stub-embed", "base_url": stub.url,
                                            "api_key": "sk-remote", "dimensions": 16})
-    stub.script(Scripted(429, {"error": {"message": "slow down"}}, {"Retry-After": "0"}))
+    stub.script_embeddings(Scripted(429, {"error": {"message": "slow down"}}, {"Retry-After": "0"}))
     stats = insert(client, kb, rows=ANIMALS[:3])
     assert stats["embedded"] == 3
     assert len(stub.requests) == 2  # the 429, then the retry
@@ -196,11 +196,11 @@ def test_openai_compatible_embedder_with_retry(client: httpx.Client, unique: str
 
 
 def test_embedding_provider_down_is_502_and_nothing_written(client: httpx.Client, unique: str,
-                                                           stub: EmbeddingStub) -> None:
+                                                           stub: OpenAIStub) -> None:
     kb = f"down_{unique}"
     create_kb(client, kb, embedding_model={"provider": "openai", "model_name": "stub-embed", "base_url": stub.url,
                                            "dimensions": 16, "api_key": "k"})
-    stub.script(*[Scripted(400, {"error": {"message": "model overloaded"}})])
+    stub.script_embeddings(Scripted(400, {"error": {"message": "model overloaded"}}))
     many = [{"id": i, "content": f"document number {i}"} for i in range(300)]  # two batches
     problem = assert_problem(client.put(f"{P}/knowledge_bases/{kb}", json={"knowledge_base": {"rows": many}}), 502)
     assert "model overloaded" in problem["detail"]
@@ -245,9 +245,7 @@ def test_insert_from_mariadb_and_postgres_queries(client: httpx.Client, unique: 
 
 
 def test_llm_reranking(client: httpx.Client, unique: str) -> None:
-    from tests.agents.llm_stub import LLMStub, error, text
-
-    with LLMStub() as llm:
+    with OpenAIStub() as llm:
         kb = f"rerank_{unique}"
         create_kb(client, kb, reranking_model={"provider": "openai", "model_name": "judge", "api_key": "sk-r",
                                                "base_url": llm.base_url})
