@@ -142,32 +142,33 @@ def test_no_wait_prints_the_job(client: httpx.Client, base_url: str, unique: str
     assert document_count(client, kb) == 3
 
 
-def test_ctrl_c_cancels_the_job(client: httpx.Client, base_url: str, unique: str, tmp_path: Path) -> None:
+def test_ctrl_c_cancels_the_job(client: httpx.Client, base_url: str, unique: str, tmp_path: Path,
+                                stub: OpenAIStub) -> None:
     kb = f"clicancel_{unique}"
     table = tmp_path / f"big_{unique}.csv"
     with table.open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["id", "content"])
-        writer.writerows([i, f"row {i} about subject {i % 7}"] for i in range(3000))
-    with OpenAIStub(delay_s=0.3) as slow:
-        stub_kb(client, kb, slow)
-        proc = subprocess.Popen([sys.executable, "-m", "agentkb", "ingest", kb, "--file", str(table),
-                                 "--server", base_url], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, env=_env())
-        try:
-            assert proc.stdout is not None and proc.stdin is not None
-            seen = []
-            for line in proc.stdout:  # one line per state change (or every 2 s) when not on a terminal
-                seen.append(line)
-                if line.startswith("running:"):
-                    break
-            else:
-                raise AssertionError("".join(seen))
-            proc.send_signal(signal.SIGINT)
-            out, _ = proc.communicate("y\n", timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+        writer.writerows([i, f"row {i} about subject {i % 7}"] for i in range(300))
+    stub_kb(client, kb, stub)
+    stub.hold()  # no embedding is answered while the test runs: the job cannot finish before Ctrl-C
+    proc = subprocess.Popen([sys.executable, "-m", "agentkb", "ingest", kb, "--file", str(table),
+                             "--server", base_url], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=_env())
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        seen = []
+        for line in proc.stdout:  # one line per state change (or every 2 s) when not on a terminal
+            seen.append(line)
+            if line.startswith("running:"):
+                break
+        else:
+            raise AssertionError("".join(seen))
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate("y\n", timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
     output = "".join(seen) + out
     assert proc.returncode == 1, output
     assert "Cancel job" in output and "cancelled" in output, output
