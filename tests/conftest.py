@@ -1,5 +1,5 @@
 """Shared fixtures: one real PostgreSQL+pgvector (from the wheel) per test session, and agentkb served
-over real HTTP by uvicorn on a free loopback port."""
+over real HTTP by uvicorn on a free loopback port. The data-source databases are in tests/externals.py."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
+
+pytest_plugins = ["tests.externals"]
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -11,16 +11,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import pymysql
 import pytest
 
+from tests import externals
 from tests.helpers import assert_problem
 from tests.openai_stub import OpenAIStub, error, text, tool_call
 
 P = "/api/projects/mindsdb"
 KB_COLUMNS = "Output columns: 'id', 'chunk_id', 'chunk_content', 'metadata', 'distance', 'relevance'\n"
 CSV_HEADER = "Result in CSV format (dialect is 'excel'):\n"
-MARIA: dict[str, Any] = {"host": "127.0.0.1", "port": 3306, "user": "root", "password": "", "database": "test"}
 ROWS = [
     {"id": 1, "content": "The cheetah is the fastest land animal, reaching 110 km/h in short bursts."},
     {"id": 2, "content": "Emperor penguins huddle together to survive the Antarctic winter."},
@@ -194,33 +193,17 @@ def test_llm_agent_plain_with_role_messages(
 # --- (3) tables: sql_db_query on MariaDB --------------------------------------------------------------
 
 
-def _reachable(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=2).close()
-        return True
-    except OSError:
-        return False
-
-
 @pytest.fixture()
-def maria_source(client: httpx.Client, unique: str) -> Iterator[tuple[str, str]]:
-    if not _reachable(3306):
-        pytest.skip("no MariaDB on 127.0.0.1:3306")
+def maria_source(client: httpx.Client, unique: str, mariadb: dict[str, Any]) -> Iterator[tuple[str, str]]:
     table, source = f"agent_people_{unique}", f"maria_agent_{unique}"
-    conn = pymysql.connect(**MARIA, autocommit=True)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(f"CREATE TABLE {table} (id INT PRIMARY KEY, name VARCHAR(32), city VARCHAR(32))")
-            cur.executemany(f"INSERT INTO {table} VALUES (%s, %s, %s)",
-                            [(1, "Alice", "Paris"), (2, "Bob", "Oslo"), (3, "Chen", "Lima")])
-        r = client.post("/api/databases", json={"database": {"name": source, "engine": "mariadb", "parameters": MARIA}})
+    people = [(1, "Alice", "Paris"), (2, "Bob", "Oslo"), (3, "Chen", "Lima")]
+    columns = "id INT PRIMARY KEY, name VARCHAR(32), city VARCHAR(32)"
+    with externals.table("mariadb", mariadb, table, columns, people):
+        database = {"name": source, "engine": "mariadb", "parameters": mariadb}
+        r = client.post("/api/databases", json={"database": database})
         assert r.status_code == 201, r.text
         yield source, table
         client.delete(f"/api/databases/{source}")
-        with conn.cursor() as cur:
-            cur.execute(f"DROP TABLE IF EXISTS {table}")
-    finally:
-        conn.close()
 
 
 def test_table_question_through_sql_db_query(
