@@ -39,7 +39,8 @@ from typing import Any, Self
 
 import numpy as np
 import orjson
-import uvicorn
+
+from tests.uvicorn_thread import UvicornThread
 
 DEFAULT_DIM = 8
 CHAT_ANSWER = "This is the benchmark stub's fixed answer."
@@ -185,8 +186,7 @@ class OpenAIStub:
         self._lock = threading.Lock()
         self._open = threading.Event()
         self._open.set()
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
+        self._uvicorn: UvicornThread | None = None
 
     @property
     def base_url(self) -> str:
@@ -325,25 +325,14 @@ class OpenAIStub:
 
     # --- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> Self:
-        config = uvicorn.Config(self, host=self.bind, port=0, log_level="warning", lifespan="off", access_log=False)
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, name="openai-stub", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + 30
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the OpenAI stub did not start")
-            time.sleep(0.01)
-        port = self._server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://{self.public_host}:{port}/v1"
+        self._uvicorn = UvicornThread(self, host=self.bind, name="openai-stub", lifespan="off")
+        self.url = f"http://{self.public_host}:{self._uvicorn.start(timeout=30)}/v1"
         return self
 
     def stop(self) -> None:
         self.release()  # held requests answer, so that the server can shut down
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        if self._uvicorn is not None:
+            self._uvicorn.stop(timeout=10)
 
     def __enter__(self) -> Self:
         return self.start()
