@@ -1,8 +1,8 @@
 """Agent completion latency with an instant scripted LLM: what agentkb itself adds to an agent run.
 
-One agent over a small KB, both on the instant stubs of bench/stubs.py: the KB embeds with `HashedBow`
-and the agent's model is `{"provider": "openai", "base_url": <stub>}`, whose chat route is scripted
-(`kb_tool_then_answer`): the first model request gets one `kb_query_tool` call,
+One agent over a small KB, both on the instant stub (`bench_stub()`, bench/stubs.py): the KB embeds with
+`HashedBow` and the agent's model is `{"provider": "openai", "base_url": <stub>}`, whose chat route is
+scripted (`kb_tool_then_answer`): the first model request gets one `kb_query_tool` call,
 `SELECT * FROM mindsdb.<kb> WHERE content = '<question>' LIMIT 5`, the second (which carries the tool
 result) a fixed final answer. So each run is: model request, KB search (one stub embedding + one hybrid
 query), model request, answer, trace stored.
@@ -145,7 +145,8 @@ def messages(question: str) -> dict[str, Any]:
 def main(argv: list[str]) -> None:
     from bench.ingest import create_kb, make_rows
     from bench.server import agentkb_server, cpu_delta, cpu_seconds, py_spy, top_frames
-    from bench.stubs import CHAT_ANSWER, StubServer, kb_tool_then_answer
+    from bench.stubs import bench_stub, kb_tool_then_answer
+    from tests.openai_stub import CHAT_ANSWER
 
     parser = argparse.ArgumentParser(prog="python -m bench agent", description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, help="sequential requests per endpoint (default 200; --quick 50)")
@@ -162,7 +163,7 @@ def main(argv: list[str]) -> None:
     print(f"agent: scripted OpenAI-compatible stub (1 kb_query_tool call, then the answer), KB of {args.rows} rows "
           f"(stub embedder), {n} sequential requests per endpoint", flush=True)
     results: dict[str, Any] = {}
-    with StubServer(chat_script=kb_tool_then_answer(f"{PROJECT}.{KB}")) as stub, agentkb_server() as base, \
+    with bench_stub(chat_script=kb_tool_then_answer(f"{PROJECT}.{KB}")) as stub, agentkb_server() as base, \
             httpx.Client(timeout=60) as setup:
         create_kb(setup, base.kbs, KB, stub.embedding_model())
         check(setup.put(f"{base.kbs}/{KB}", json={"knowledge_base": {

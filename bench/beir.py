@@ -35,7 +35,7 @@ import numpy as np
 
 from bench.common import CACHE, check, ingest_counts, print_table, summary_ms, write_result
 from bench.server import agentkb_server
-from bench.stubs import CachedEmbeddings, StubServer
+from bench.stubs import CachedEmbeddings, bench_stub
 
 DATA = Path("/work/shared/data/scifact")
 MODEL = "all-MiniLM-L6-v2"
@@ -181,7 +181,7 @@ def main(argv: list[str]) -> None:
     rows = [{"_id": doc_id, "text": content} for doc_id, content in corpus]
     runs: dict[str, dict[str, list[str]]] = {}
     latency: dict[str, dict[str, float]] = {}
-    with StubServer(stub_embed) as stub, agentkb_server() as base, httpx.Client(timeout=3600) as client:
+    with bench_stub(stub_embed) as stub, agentkb_server() as base, httpx.Client(timeout=3600) as client:
         model = None if args.no_cache else stub.embedding_model(model_name=f"{MODEL}-cached")
         body: dict[str, Any] = {"name": KB, "id_column": "_id", "content_columns": ["text"],
                                 "params": {"chunk_size": chunk_size, "chunk_overlap": 0}}

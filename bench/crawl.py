@@ -34,7 +34,7 @@ import psutil
 
 from bench.common import check, print_table, rate, write_result
 from bench.server import agentkb_server, cpu_delta, cpu_seconds
-from bench.stubs import StubServer
+from bench.stubs import bench_stub
 
 ROOT = Path(__file__).resolve().parents[1]
 TERMINAL = ("succeeded", "failed", "cancelled")
@@ -169,7 +169,7 @@ def main(argv: list[str]) -> None:
         pool.shutdown()
 
         env = {"AGENTKB_CRAWL_ALLOW_PRIVATE": "true"}
-        with StubServer() as stub, agentkb_server(env=env) as base, httpx.Client(timeout=900) as client:
+        with bench_stub() as stub, agentkb_server(env=env) as base, httpx.Client(timeout=900) as client:
             kbs = base.kbs
             create_kb(client, kbs, "warm_stub", stub.embedding_model())
             create_kb(client, kbs, "crawl_stub", stub.embedding_model())

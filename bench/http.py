@@ -166,7 +166,7 @@ def setup(client: Any, base: Any, stub: Any, agents: int, rows: int) -> None:
 
 def main(argv: list[str]) -> None:
     from bench.server import agentkb_server, cpu_delta, cpu_seconds, py_spy, top_frames
-    from bench.stubs import StubServer
+    from bench.stubs import bench_stub
 
     parser = argparse.ArgumentParser(prog="python -m bench http", description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=float, help="seconds of load per endpoint (default 10; --quick 3)")
@@ -188,7 +188,7 @@ def main(argv: list[str]) -> None:
           f"{args.agents} agents, KB of {args.rows} rows (stub embedder)", flush=True)
     results: dict[str, Any] = {}
     profiles: dict[str, str] = {}
-    with StubServer() as stub, agentkb_server() as base, httpx.Client(timeout=60) as client:
+    with bench_stub() as stub, agentkb_server() as base, httpx.Client(timeout=60) as client:
         setup(client, base, stub, args.agents, args.rows)
         agents_url = f"{base}/api/projects/{PROJECT}/agents"
         listed = check(client.get(agents_url)).json()
@@ -213,7 +213,7 @@ def main(argv: list[str]) -> None:
             spec = {k: v for k, v in endpoint.items() if k != "label"}
             spec.update(concurrency=args.concurrency, duration_s=duration, max_requests=max_requests, warmup_s=warmup)
             profile = CACHE / "profiles" / f"http-{name}-{stamp}.txt" if args.profile else None
-            embeds_before = stub.requests
+            embeds_before = stub.embedding_requests
             sessions = pg_sessions(base.data_dir)
             cpu = cpu_seconds(base)
             with py_spy(base.pid, profile):
@@ -230,7 +230,7 @@ def main(argv: list[str]) -> None:
                 **summary_ms(load["latencies_s"]),
                 "server_cpu_ms_per_request": {k: round(1000 * v / max(done, 1), 3) for k, v in used.items()},
                 "server_cpu_s": used, "loadgen_cpu_s": load["loadgen_cpu_s"],
-                "stub_embedding_requests": stub.requests - embeds_before,
+                "stub_embedding_requests": stub.embedding_requests - embeds_before,
                 "pg_connections_closed": churn,
             }
             if profile is not None and profile.exists():

@@ -40,7 +40,7 @@ from bench.common import (
     write_result,
 )
 from bench.server import agentkb_server, cpu_delta, cpu_seconds, py_spy, top_frames
-from bench.stubs import StubServer
+from bench.stubs import bench_stub
 
 MODEL = "all-MiniLM-L6-v2"
 
@@ -155,7 +155,7 @@ def main(argv: list[str]) -> None:
     raw = raw_embedder(local_texts)
     print(f"(a) raw embedder: {raw['chunks']} chunks in {raw['seconds']:.1f}s")
 
-    with StubServer() as stub, agentkb_server() as base, httpx.Client(timeout=900) as client:
+    with bench_stub() as stub, agentkb_server() as base, httpx.Client(timeout=900) as client:
         kbs = base.kbs
         create_kb(client, kbs, "warm_local", None)
         create_kb(client, kbs, "warm_stub", stub.embedding_model())

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import time
 from typing import Any
 
@@ -33,21 +32,13 @@ import httpx
 
 from bench.agent import Client, chunk_kinds
 from bench.common import TextGenerator, print_table, rate, summary_ms, write_result
-from bench.stubs import StubServer, kb_tool_then_answer
+from bench.stubs import bench_stub, kb_tool_then_answer
+from tests.openai_stub import OpenAIStub
 
 PROJECT = "mindsdb"
 KB = "bench_peer_kb"
 AGENT = "bench_peer_agent"
 SEED = 41
-
-
-class HostStub(StubServer):
-    """The bench stub bound to `bind` and announced as `public_host` (for a peer on another host)."""
-
-    def __init__(self, *args: Any, bind: str = "127.0.0.1", public_host: str | None = None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.bind = bind
-        self.public_host = public_host or (bind if bind not in ("0.0.0.0", "::") else socket.gethostname())
 
 
 def _ok(response: httpx.Response, what: str) -> httpx.Response:
@@ -64,7 +55,7 @@ def _sql(client: httpx.Client, base: str, query: str) -> dict[str, Any]:
     return answer
 
 
-def workload(base: str, stub: StubServer, rows: list[dict[str, Any]], batch: int, queries: list[str],
+def workload(base: str, stub: OpenAIStub, rows: list[dict[str, Any]], batch: int, queries: list[str],
              completions: int, questions: list[str]) -> dict[str, Any]:
     """The workload against one server at `base`; timings and checks."""
     out: dict[str, Any] = {}
@@ -167,7 +158,7 @@ def main(argv: list[str]) -> None:
           f"completions; peer {args.peer_url or 'not given'}", flush=True)
 
     results: dict[str, Any] = {}
-    with HostStub(chat_script=kb_tool_then_answer(f"{PROJECT}.{KB}"), bind=args.stub_host,
+    with bench_stub(chat_script=kb_tool_then_answer(f"{PROJECT}.{KB}"), bind=args.stub_host,
                   public_host=args.stub_public_host) as stub:
         print(f"  stubs at {stub.url}", flush=True)
         print("  agentkb:", flush=True)

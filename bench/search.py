@@ -32,7 +32,7 @@ import numpy as np
 from bench.common import CACHE, TextGenerator, check, print_table, rate, summary_ms, write_result
 from bench.ingest import create_kb, make_rows
 from bench.server import agentkb_server, cpu_delta, cpu_seconds, py_spy, top_frames
-from bench.stubs import HashedBow, StubServer
+from bench.stubs import HashedBow, bench_stub
 
 KB = "bench_search"
 SEED = 7
@@ -69,7 +69,7 @@ def build_kb(data_dir: Path, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Insert the rows into a new KB in `data_dir` through the API, with the stub; the timings."""
     if data_dir.exists():
         shutil.rmtree(data_dir)
-    with StubServer() as stub, agentkb_server(data_dir=data_dir) as base, httpx.Client(timeout=3600) as client:
+    with bench_stub() as stub, agentkb_server(data_dir=data_dir) as base, httpx.Client(timeout=3600) as client:
         create_kb(client, base.kbs, KB, stub.embedding_model())
         cpu = cpu_seconds(base)
         started = time.perf_counter()
@@ -183,7 +183,7 @@ def main(argv: list[str]) -> None:
 
     profile = CACHE / "profiles" / f"search-vector-{dt.datetime.now():%Y%m%d-%H%M%S}.txt" if args.profile else None
     results: dict[str, Any] = {}
-    with StubServer() as stub, agentkb_server(data_dir=data_dir) as base, httpx.Client(timeout=60) as client:
+    with bench_stub() as stub, agentkb_server(data_dir=data_dir) as base, httpx.Client(timeout=60) as client:
         # the stub listens on a new port each run: point the KB's embedding model at it (same model)
         check(client.put(f"{base.kbs}/{KB}", json={"knowledge_base": {"params": {"embedding_model": stub.embedding_model()}}}))
         info = check(client.get(f"{base.kbs}/{KB}")).json()

@@ -1,5 +1,5 @@
 """Shared fixtures: one real PostgreSQL+pgvector (from the wheel) per test session, and agentkb served
-over real HTTP by uvicorn on a free loopback port."""
+over real HTTP by uvicorn on a free loopback port. The data-source databases are in tests/externals.py."""
 
 from __future__ import annotations
 
@@ -7,8 +7,6 @@ import os
 import shutil
 import socket
 import tempfile
-import threading
-import time
 import uuid
 import warnings
 from collections.abc import Iterator
@@ -17,7 +15,10 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
+
+from tests.uvicorn_thread import UvicornThread
+
+pytest_plugins = ["tests.externals"]
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -45,31 +46,20 @@ def pg_url() -> Iterator[str]:
 
 
 class ServedApp:
-    """agentkb running in a uvicorn thread; `url` is its base URL."""
+    """agentkb running in a uvicorn thread; `url` is its base URL (once entered)."""
 
     def __init__(self, settings: Any) -> None:
         from agentkb.app import create_app
 
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(
-            create_app(settings), host="127.0.0.1", port=self.port, log_level="warning", access_log=False
-        )
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.uvicorn = UvicornThread(create_app(settings), name="agentkb")
+        self.url = ""
 
     def __enter__(self) -> ServedApp:
-        self.thread.start()
-        deadline = time.monotonic() + 60
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("agentkb did not start")
-            time.sleep(0.02)
+        self.url = f"http://127.0.0.1:{self.uvicorn.start()}"
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=30)
+        self.uvicorn.stop()
 
 
 @pytest.fixture(scope="session")

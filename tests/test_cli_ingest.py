@@ -14,11 +14,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from embedding_stub import EmbeddingStub, Scripted
 
 from agentkb.cli.ingest import items_done, unique_names, upload_name
+from tests.helpers import stub_kb
 from tests.ingest.fixtures import MARKDOWN, make_csv
 from tests.ingest.site import GeneratedSite
+from tests.openai_stub import OpenAIStub, Scripted
 
 P = "/api/projects/mindsdb"
 
@@ -32,12 +33,6 @@ def _env() -> dict[str, str]:
     return {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
 
 
-def stub_kb(client: httpx.Client, name: str, stub: EmbeddingStub) -> None:
-    model = {"provider": "openai", "model_name": "stub", "base_url": stub.url, "dimensions": 8, "api_key": "k"}
-    r = client.post(f"{P}/knowledge_bases", json={"knowledge_base": {"name": name, "embedding_model": model}})
-    assert r.status_code == 201, r.text
-
-
 def document_count(client: httpx.Client, kb: str) -> int:
     return int(client.get(f"{P}/knowledge_bases/{kb}").json()["document_count"])
 
@@ -49,8 +44,8 @@ def site() -> Iterator[GeneratedSite]:
 
 
 @pytest.fixture()
-def stub() -> Iterator[EmbeddingStub]:
-    with EmbeddingStub() as server:
+def stub() -> Iterator[OpenAIStub]:
+    with OpenAIStub() as server:
         yield server
 
 
@@ -67,7 +62,7 @@ def test_upload_names() -> None:
 
 
 def test_files_and_a_site_in_one_job(client: httpx.Client, base_url: str, unique: str, tmp_path: Path,
-                                     site: GeneratedSite, stub: EmbeddingStub) -> None:
+                                     site: GeneratedSite, stub: OpenAIStub) -> None:
     kb = f"cli_{unique}"
     stub_kb(client, kb, stub)
     table = make_csv(tmp_path / f"Prices {unique}.csv")  # uploaded as prices_<unique>
@@ -98,12 +93,12 @@ def test_files_and_a_site_in_one_job(client: httpx.Client, base_url: str, unique
 
 
 def test_failed_job_exits_1_with_its_error(client: httpx.Client, base_url: str, unique: str, tmp_path: Path,
-                                           stub: EmbeddingStub) -> None:
+                                           stub: OpenAIStub) -> None:
     kb = f"clifail_{unique}"
     stub_kb(client, kb, stub)
     notes = tmp_path / f"fail_{unique}.md"
     notes.write_text(MARKDOWN)
-    stub.script(Scripted(400, {"error": {"message": "model overloaded [try later]"}}))
+    stub.script_embeddings(Scripted(400, {"error": {"message": "model overloaded [try later]"}}))
     run = agentkb("ingest", kb, "--file", notes, "--server", base_url)
     output = run.stdout + run.stderr
     assert run.returncode == 1, output
@@ -131,7 +126,7 @@ def test_refusals(client: httpx.Client, base_url: str, unique: str, tmp_path: Pa
 
 
 def test_no_wait_prints_the_job(client: httpx.Client, base_url: str, unique: str, tmp_path: Path,
-                                stub: EmbeddingStub) -> None:
+                                stub: OpenAIStub) -> None:
     kb = f"clinowait_{unique}"
     stub_kb(client, kb, stub)
     notes = tmp_path / f"nowait_{unique}.md"
@@ -147,32 +142,33 @@ def test_no_wait_prints_the_job(client: httpx.Client, base_url: str, unique: str
     assert document_count(client, kb) == 3
 
 
-def test_ctrl_c_cancels_the_job(client: httpx.Client, base_url: str, unique: str, tmp_path: Path) -> None:
+def test_ctrl_c_cancels_the_job(client: httpx.Client, base_url: str, unique: str, tmp_path: Path,
+                                stub: OpenAIStub) -> None:
     kb = f"clicancel_{unique}"
     table = tmp_path / f"big_{unique}.csv"
     with table.open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["id", "content"])
-        writer.writerows([i, f"row {i} about subject {i % 7}"] for i in range(3000))
-    with EmbeddingStub(delay_s=0.3) as slow:
-        stub_kb(client, kb, slow)
-        proc = subprocess.Popen([sys.executable, "-m", "agentkb", "ingest", kb, "--file", str(table),
-                                 "--server", base_url], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, env=_env())
-        try:
-            assert proc.stdout is not None and proc.stdin is not None
-            seen = []
-            for line in proc.stdout:  # one line per state change (or every 2 s) when not on a terminal
-                seen.append(line)
-                if line.startswith("running:"):
-                    break
-            else:
-                raise AssertionError("".join(seen))
-            proc.send_signal(signal.SIGINT)
-            out, _ = proc.communicate("y\n", timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+        writer.writerows([i, f"row {i} about subject {i % 7}"] for i in range(300))
+    stub_kb(client, kb, stub)
+    stub.hold()  # no embedding is answered while the test runs: the job cannot finish before Ctrl-C
+    proc = subprocess.Popen([sys.executable, "-m", "agentkb", "ingest", kb, "--file", str(table),
+                             "--server", base_url], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=_env())
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        seen = []
+        for line in proc.stdout:  # one line per state change (or every 2 s) when not on a terminal
+            seen.append(line)
+            if line.startswith("running:"):
+                break
+        else:
+            raise AssertionError("".join(seen))
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate("y\n", timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
     output = "".join(seen) + out
     assert proc.returncode == 1, output
     assert "Cancel job" in output and "cancelled" in output, output

@@ -1,8 +1,7 @@
-"""Data sources (`/api/databases`) against a real MariaDB and PostgreSQL 15, and read-only SELECT pushdown."""
+"""Data sources (`/api/databases`) against a real MariaDB and PostgreSQL, and read-only SELECT pushdown."""
 
 from __future__ import annotations
 
-import socket
 import sqlite3
 import uuid
 from collections.abc import Iterator
@@ -10,8 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import psycopg
-import pymysql
 import pytest
 
 from agentkb.errors import BadRequest, NotFound
@@ -19,24 +16,11 @@ from agentkb.service.data_sources import DataSourceService
 from agentkb.sql import datasources
 from agentkb.sql.pushdown import parse_select, stream_rows
 from agentkb.storage.db import Database
+from tests import externals
+from tests.externals import MARIADB
 
-MARIA: dict[str, Any] = {
-    "host": "127.0.0.1",
-    "port": 3306,
-    "user": "root",
-    "password": "",
-    "database": "test",
-}
-PG15: dict[str, Any] = {"host": "127.0.0.1", "port": 5432, "user": "postgres", "database": "test"}
 ROWS = 2500
-
-
-def _reachable(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=2).close()
-        return True
-    except OSError:
-        return False
+COLUMNS = "id INT PRIMARY KEY, name VARCHAR(64), note TEXT"
 
 
 def _seed_rows() -> list[tuple[int, str, str | None]]:
@@ -44,37 +28,30 @@ def _seed_rows() -> list[tuple[int, str, str | None]]:
 
 
 @pytest.fixture(scope="module")
-def maria_table() -> Iterator[str]:
-    if not _reachable(3306):
-        pytest.skip("no MariaDB on 127.0.0.1:3306")
+def maria_table(mariadb: dict[str, Any]) -> Iterator[str]:
     name = f"agentkb_src_{uuid.uuid4().hex[:8]}"
-    conn = pymysql.connect(**MARIA, autocommit=True)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(f"CREATE TABLE {name} (id INT PRIMARY KEY, name VARCHAR(64), note TEXT)")
-            cur.executemany(f"INSERT INTO {name} VALUES (%s, %s, %s)", _seed_rows())
+    with externals.table("mariadb", mariadb, name, COLUMNS, _seed_rows()):
         yield name
-        with conn.cursor() as cur:
-            cur.execute(f"DROP TABLE IF EXISTS {name}")
-    finally:
-        conn.close()
 
 
 @pytest.fixture(scope="module")
-def pg15_table() -> Iterator[str]:
-    if not _reachable(5432):
-        pytest.skip("no PostgreSQL on 127.0.0.1:5432")
+def pg_schema(pg_source: dict[str, Any]) -> Iterator[str]:
     name = f"agentkb_src_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(
-        host="127.0.0.1", port=5432, user="postgres", dbname="test", autocommit=True
-    ) as conn:
-        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {name}")
-        conn.execute(f"CREATE TABLE {name}.items (id INT PRIMARY KEY, name TEXT, note TEXT)")
-        conn.execute(f"CREATE SEQUENCE {name}.seq")
-        with conn.cursor() as cur:
-            cur.executemany(f"INSERT INTO {name}.items VALUES (%s, %s, %s)", _seed_rows())
+    externals.execute("postgres", pg_source, f"CREATE SCHEMA {name}", f"CREATE SEQUENCE {name}.seq")
+    with externals.table("postgres", pg_source, f"{name}.items", COLUMNS, _seed_rows()):
         yield name  # the schema; the table is <schema>.items, the sequence <schema>.seq
-        conn.execute(f"DROP SCHEMA {name} CASCADE")
+    externals.execute("postgres", pg_source, f"DROP SCHEMA {name} CASCADE")
+
+
+@pytest.fixture(params=[pytest.param("mariadb", marks=pytest.mark.mariadb), "postgres"])
+def seeded(request: pytest.FixtureRequest) -> tuple[str, dict[str, Any], str, str]:
+    """One engine's seeded table: (engine, parameters, the table's name there, a statement that writes)."""
+    if request.param == "mariadb":
+        name = request.getfixturevalue("maria_table")
+        return "mariadb", MARIADB, name, f"DELETE FROM {name} WHERE id = 1"
+    schema = request.getfixturevalue("pg_schema")
+    params = {**request.getfixturevalue("pg_source"), "schema": schema}
+    return "postgres", params, "items", f"SELECT nextval('{schema}.seq')"
 
 
 def _create(client: httpx.Client, name: str, engine: str, parameters: dict[str, Any]) -> httpx.Response:
@@ -88,7 +65,7 @@ def _create(client: httpx.Client, name: str, engine: str, parameters: dict[str, 
 
 def test_mariadb_source_lifecycle(client: httpx.Client, unique: str, maria_table: str) -> None:
     name = f"maria_{unique}"
-    created = _create(client, name, "mariadb", MARIA)
+    created = _create(client, name, "mariadb", MARIADB)
     assert created.status_code == 201, created.text
     body = created.json()
     assert body["name"] == name and body["type"] == "data" and body["engine"] == "mariadb"
@@ -106,7 +83,7 @@ def test_mariadb_source_lifecycle(client: httpx.Client, unique: str, maria_table
     assert client.get(f"/api/databases/{name}").json() == body
     assert client.get(f"/api/databases/{name.upper()}").json() == body  # case-insensitive, as MindsDB
 
-    duplicate = _create(client, name, "mysql", MARIA)
+    duplicate = _create(client, name, "mysql", MARIADB)
     assert duplicate.status_code == 409 and duplicate.json()["title"] == "Name conflict"
 
     assert client.delete(f"/api/databases/{name}").status_code == 204
@@ -117,9 +94,11 @@ def test_mariadb_source_lifecycle(client: httpx.Client, unique: str, maria_table
     assert client.delete(f"/api/databases/{name}/").status_code == 404
 
 
-def test_postgres_source_masks_every_secret(client: httpx.Client, unique: str, pg15_table: str) -> None:
+def test_postgres_source_masks_every_secret(
+    client: httpx.Client, unique: str, pg_source: dict[str, Any], pg_schema: str
+) -> None:
     name = f"pg_{unique}"
-    params = {**PG15, "password": "s3cret-pw", "schema": pg15_table, "extra": {"api_token": "t0k"}}
+    params = {**pg_source, "password": "s3cret-pw", "schema": pg_schema, "extra": {"api_token": "t0k"}}
     created = client.post(
         "/api/databases/", json={"database": {"name": name, "engine": "postgres", "parameters": params}}
     )
@@ -132,25 +111,25 @@ def test_postgres_source_masks_every_secret(client: httpx.Client, unique: str, p
     assert client.delete(f"/api/databases/{name}").status_code == 204
 
 
-def test_refusals(client: httpx.Client, unique: str, maria_table: str, pg15_table: str) -> None:
-    bad_engine = _create(client, f"x_{unique}", "oracle", MARIA)
+def test_refusals(client: httpx.Client, unique: str, maria_table: str, pg_source: dict[str, Any]) -> None:
+    bad_engine = _create(client, f"x_{unique}", "oracle", MARIADB)
     assert bad_engine.status_code == 400
     assert all(e in bad_engine.json()["detail"] for e in ("postgres", "mysql", "mariadb", "sqlite"))
 
-    wrong = _create(client, f"x_{unique}", "mysql", {**MARIA, "password": "Wr0ng-pa55"})
+    wrong = _create(client, f"x_{unique}", "mysql", {**MARIADB, "password": "Wr0ng-pa55"})
     assert wrong.status_code == 400 and wrong.json()["title"] == "Connection error"
     assert "Access denied" in wrong.json()["detail"] and "Wr0ng-pa55" not in wrong.text
 
-    no_db = _create(client, f"x_{unique}", "postgresql", {**PG15, "database": f"nope_{unique}"})
+    no_db = _create(client, f"x_{unique}", "postgresql", {**pg_source, "database": f"nope_{unique}"})
     assert no_db.status_code == 400 and no_db.json()["title"] == "Connection error"
     assert client.get(f"/api/databases/x_{unique}").status_code == 404  # nothing was stored
 
     assert _create(client, f"x_{unique}", "mysql", {"user": "root"}).status_code == 400  # no host
-    assert _create(client, "not a name", "mysql", MARIA).status_code == 400
+    assert _create(client, "not a name", "mysql", MARIADB).status_code == 400
     assert client.post("/api/databases", json={"name": "x"}).status_code == 400
 
     for taken in ("mindsdb", "MindsDB", "information_schema"):  # one namespace with projects and system dbs
-        conflict = _create(client, taken, "mariadb", MARIA)
+        conflict = _create(client, taken, "mariadb", MARIADB)
         assert conflict.status_code == 409 and conflict.json()["title"] == "Name conflict"
 
     assert client.delete("/api/databases/mindsdb").status_code == 400
@@ -244,60 +223,53 @@ def test_rendering_is_lexically_safe() -> None:
 # --- pushdown: streaming ------------------------------------------------------------------------------
 
 
-def _engine_cases(maria_table: str, pg15_table: str) -> list[tuple[str, dict[str, Any], str]]:
-    return [("mariadb", MARIA, f"ds.{maria_table}"), ("postgres", {**PG15, "schema": pg15_table}, "ds.items")]
+def test_stream_rows_in_batches(seeded: tuple[str, dict[str, Any], str, str]) -> None:
+    engine_name, params, name, _ = seeded
+    table = f"ds.{name}"
+    engine = datasources.create(engine_name, params)
+    try:
+        query = parse_select(f"SELECT id, name, note FROM {table} ORDER BY id")
+        batches = list(stream_rows(engine, query.render(datasources.dialect_of(engine_name)), 1000))
+        assert [len(rows) for _, rows in batches] == [1000, 1000, 500], engine_name
+        assert batches[0][0] == ["id", "name", "note"]
+        assert [r["id"] for _, rows in batches for r in rows] == list(range(1, ROWS + 1))
+        assert batches[2][1][-1] == {"id": ROWS, "name": f"row {ROWS}", "note": None}
+
+        like = parse_select(f"SELECT count(*) AS n FROM {table} WHERE note LIKE '50%'")  # '%' is literal
+        assert list(stream_rows(engine, like.render(datasources.dialect_of(engine_name)))) == [
+            (["n"], [{"n": ROWS // 2}])
+        ]
+        tricky = parse_select(f"SELECT 'x\\\\y''z' AS s FROM {table} WHERE id = 1")  # MySQL text: x\\y''z
+        rendered = tricky.render(datasources.dialect_of(engine_name))
+        assert list(stream_rows(engine, rendered)) == [(["s"], [{"s": "x\\y'z"}])], rendered
+        empty = list(stream_rows(engine, f"SELECT id FROM {name} WHERE id < 0"))
+        assert empty == [(["id"], [])]
+        abandoned = stream_rows(engine, f"SELECT id FROM {name}", 100)
+        assert len(next(abandoned)[1]) == 100
+        abandoned.close()  # drops the connection rather than draining the cursor
+    finally:
+        engine.dispose()
 
 
-def test_stream_rows_in_batches(maria_table: str, pg15_table: str) -> None:
-    for engine_name, params, table in _engine_cases(maria_table, pg15_table):
-        engine = datasources.create(engine_name, params)
-        try:
-            query = parse_select(f"SELECT id, name, note FROM {table} ORDER BY id")
-            batches = list(stream_rows(engine, query.render(datasources.dialect_of(engine_name)), 1000))
-            assert [len(rows) for _, rows in batches] == [1000, 1000, 500], engine_name
-            assert batches[0][0] == ["id", "name", "note"]
-            assert [r["id"] for _, rows in batches for r in rows] == list(range(1, ROWS + 1))
-            assert batches[2][1][-1] == {"id": ROWS, "name": f"row {ROWS}", "note": None}
-
-            like = parse_select(f"SELECT count(*) AS n FROM {table} WHERE note LIKE '50%'")  # '%' is literal
-            assert list(stream_rows(engine, like.render(datasources.dialect_of(engine_name)))) == [
-                (["n"], [{"n": ROWS // 2}])
-            ]
-            tricky = parse_select(f"SELECT 'x\\\\y''z' AS s FROM {table} WHERE id = 1")  # MySQL text: x\\y''z
-            rendered = tricky.render(datasources.dialect_of(engine_name))
-            assert list(stream_rows(engine, rendered)) == [(["s"], [{"s": "x\\y'z"}])], rendered
-            empty = list(stream_rows(engine, f"SELECT id FROM {table.split('.')[1]} WHERE id < 0"))
-            assert empty == [(["id"], [])]
-            abandoned = stream_rows(engine, f"SELECT id FROM {table.split('.')[1]}", 100)
-            assert len(next(abandoned)[1]) == 100
-            abandoned.close()  # drops the connection rather than draining the cursor
-        finally:
-            engine.dispose()
-
-
-def test_stream_rows_is_read_only_and_timed(maria_table: str, pg15_table: str) -> None:
+def test_stream_rows_is_read_only_and_timed(seeded: tuple[str, dict[str, Any], str, str]) -> None:
     """Even SQL that bypassed `parse_select` cannot write, and cannot run past the timeout."""
     slow = "SELECT count(*) FROM {t} a, {t} b, {t} c"
-    cases = [
-        ("mariadb", MARIA, maria_table, f"DELETE FROM {maria_table} WHERE id = 1"),
-        ("postgres", PG15, f"{pg15_table}.items", f"SELECT nextval('{pg15_table}.seq')"),
-    ]
-    for engine_name, params, table, write in cases:
-        engine = datasources.create(engine_name, params)
-        try:
-            with pytest.raises(BadRequest) as refused:
-                list(stream_rows(engine, write))
-            assert "read only" in refused.value.detail.lower().replace("-", " "), refused.value.detail
-            assert refused.value.title == "Query error"
-            with pytest.raises(BadRequest):
-                list(stream_rows(engine, slow.format(t=table), timeout_s=0.5))
-            assert list(stream_rows(engine, f"SELECT count(*) AS n FROM {table}")) == [(["n"], [{"n": ROWS}])]
-        finally:
-            engine.dispose()
+    engine_name, params, table, write = seeded
+    engine = datasources.create(engine_name, params)
+    try:
+        with pytest.raises(BadRequest) as refused:
+            list(stream_rows(engine, write))
+        assert "read only" in refused.value.detail.lower().replace("-", " "), refused.value.detail
+        assert refused.value.title == "Query error"
+        with pytest.raises(BadRequest):
+            list(stream_rows(engine, slow.format(t=table), timeout_s=0.5))
+        assert list(stream_rows(engine, f"SELECT count(*) AS n FROM {table}")) == [(["n"], [{"n": ROWS}])]
+    finally:
+        engine.dispose()
 
 
 async def test_service_stream_query(
-    served: Any, pg_url: str, unique: str, pg15_table: str, tmp_path: Path
+    served: Any, pg_url: str, unique: str, pg_source: dict[str, Any], pg_schema: str, tmp_path: Path
 ) -> None:
     lite = tmp_path / "lite.db"
     with sqlite3.connect(lite) as conn:
@@ -306,7 +278,7 @@ async def test_service_stream_query(
     db = Database(pg_url, pool_size=2)
     service = DataSourceService(db)
     try:
-        await service.create(f"pgs_{unique}", "postgresql", {**PG15, "schema": pg15_table})
+        await service.create(f"pgs_{unique}", "postgresql", {**pg_source, "schema": pg_schema})
         await service.create(f"lite_{unique}", "sqlite", {"db_file": str(lite)})
 
         batches = [

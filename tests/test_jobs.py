@@ -14,19 +14,13 @@ from typing import Any
 
 import httpx
 import pytest
-from embedding_stub import EmbeddingStub, Scripted
 
 from tests.conftest import free_port
-from tests.helpers import assert_problem
+from tests.helpers import assert_problem, stub_kb
+from tests.openai_stub import OpenAIStub, Scripted
 from tests.test_serve_restart import serve
 
 P = "/api/projects/mindsdb"
-
-
-def stub_kb(client: httpx.Client, name: str, stub: EmbeddingStub) -> None:
-    model = {"provider": "openai", "model_name": "stub", "base_url": stub.url, "dimensions": 8, "api_key": "k"}
-    r = client.post(f"{P}/knowledge_bases", json={"knowledge_base": {"name": name, "embedding_model": model}})
-    assert r.status_code == 201, r.text
 
 
 def rows(n: int, prefix: str = "doc") -> list[dict[str, Any]]:
@@ -44,12 +38,12 @@ def wait_for(client: httpx.Client, kb: str, job_id: str, states: set[str], timeo
 
 
 @pytest.fixture()
-def stub() -> Iterator[EmbeddingStub]:
-    with EmbeddingStub() as server:
+def stub() -> Iterator[OpenAIStub]:
+    with OpenAIStub() as server:
         yield server
 
 
-def test_async_insert_job_runs_and_reports(client: httpx.Client, unique: str, stub: EmbeddingStub) -> None:
+def test_async_insert_job_runs_and_reports(client: httpx.Client, unique: str, stub: OpenAIStub) -> None:
     kb = f"jobs_{unique}"
     stub_kb(client, kb, stub)
     r = client.put(f"{P}/knowledge_bases/{kb}?async=true", json={"knowledge_base": {"rows": rows(600)}})
@@ -75,27 +69,26 @@ def test_async_insert_job_runs_and_reports(client: httpx.Client, unique: str, st
     assert_problem(client.get(f"{P}/knowledge_bases/{kb}/jobs/nope"), 404)
 
 
-def test_failed_job_records_the_reason(client: httpx.Client, unique: str, stub: EmbeddingStub) -> None:
+def test_failed_job_records_the_reason(client: httpx.Client, unique: str, stub: OpenAIStub) -> None:
     kb = f"jobfail_{unique}"
     stub_kb(client, kb, stub)
-    stub.script(Scripted(400, {"error": {"message": "model overloaded"}}))
+    stub.script_embeddings(Scripted(400, {"error": {"message": "model overloaded"}}))
     r = client.put(f"{P}/knowledge_bases/{kb}?async=true", json={"knowledge_base": {"rows": rows(5)}})
     job = wait_for(client, kb, r.json()["job_id"], {"succeeded", "failed"})
     assert job["state"] == "failed" and "model overloaded" in job["error"]
     assert client.get(f"{P}/knowledge_bases/{kb}").json()["document_count"] == 0
 
 
-def test_cancel_a_running_job(client: httpx.Client, unique: str) -> None:
+def test_cancel_a_running_job(client: httpx.Client, unique: str, stub: OpenAIStub) -> None:
     kb = f"jobcancel_{unique}"
-    with EmbeddingStub(delay_s=0.3) as slow:
-        stub_kb(client, kb, slow)
-        r = client.put(f"{P}/knowledge_bases/{kb}?async=true", json={"knowledge_base": {"rows": rows(3000)}})
-        job_id = r.json()["job_id"]
-        wait_for(client, kb, job_id, {"running"})
-        time.sleep(0.5)
-        cancel = client.delete(f"{P}/knowledge_bases/{kb}/jobs/{job_id}")
-        assert cancel.status_code in (200, 202)
-        job = wait_for(client, kb, job_id, {"cancelled", "succeeded", "failed"})
+    stub_kb(client, kb, stub)
+    stub.hold()  # nothing is embedded until the job is over: it cannot finish before it is cancelled
+    r = client.put(f"{P}/knowledge_bases/{kb}?async=true", json={"knowledge_base": {"rows": rows(300)}})
+    job_id = r.json()["job_id"]
+    wait_for(client, kb, job_id, {"running"})
+    cancel = client.delete(f"{P}/knowledge_bases/{kb}/jobs/{job_id}")
+    assert cancel.status_code in (200, 202)
+    job = wait_for(client, kb, job_id, {"cancelled", "succeeded", "failed"})
     assert job["state"] == "cancelled", job
     assert client.get(f"{P}/knowledge_bases/{kb}").json()["document_count"] == 0  # rolled back whole
 
@@ -109,10 +102,11 @@ def _env(**extra: str) -> dict[str, str]:
 def test_killed_server_job_resumes_after_restart(tmp_path: Path) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}{P}"
-    with EmbeddingStub(delay_s=0.2) as slow:
-        model = {"provider": "openai", "model_name": "stub", "base_url": slow.url, "dimensions": 8}
+    with OpenAIStub() as stub:
+        model = stub.embedding_model()
         with serve(tmp_path, port, env=_env(AGENTKB_JOB_STALE_AFTER_S="2", AGENTKB_JOB_HEARTBEAT_S="0.5")) as proc:
             httpx.post(f"{url}/knowledge_bases", json={"knowledge_base": {"name": "kb", "embedding_model": model}})
+            stub.hold()  # the first attempt embeds nothing: it cannot finish before it is killed
             job_id = httpx.put(f"{url}/knowledge_bases/kb?async=true",
                                json={"knowledge_base": {"rows": rows(1500)}}).json()["job_id"]
             deadline = time.monotonic() + 30
@@ -121,6 +115,7 @@ def test_killed_server_job_resumes_after_restart(tmp_path: Path) -> None:
                 time.sleep(0.05)
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=30)
+        stub.release()
         with serve(tmp_path, port, env=_env(AGENTKB_JOB_STALE_AFTER_S="2", AGENTKB_JOB_HEARTBEAT_S="0.5")):
             with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
                 job = wait_for(client, "kb", job_id, {"succeeded", "failed"}, timeout=120)
@@ -131,9 +126,9 @@ def test_killed_server_job_resumes_after_restart(tmp_path: Path) -> None:
 def test_two_workers_drain_one_queue(tmp_path: Path) -> None:
     port = free_port()
     env = _env(AGENTKB_WORKER_ENABLED="false")
-    with EmbeddingStub(delay_s=0.05) as slow, serve(tmp_path, port, env=env):
+    with OpenAIStub(delay_s=0.05) as slow, serve(tmp_path, port, env=env):
         base = f"http://127.0.0.1:{port}"
-        model = {"provider": "openai", "model_name": "stub", "base_url": slow.url, "dimensions": 8}
+        model = slow.embedding_model()
         httpx.post(f"{base}{P}/knowledge_bases", json={"knowledge_base": {"name": "kb", "embedding_model": model}})
         ids = [httpx.put(f"{base}{P}/knowledge_bases/kb?async=true",
                          json={"knowledge_base": {"rows": rows(40, f"j{i}_")}}).json()["job_id"] for i in range(8)]
@@ -155,26 +150,28 @@ def test_two_workers_drain_one_queue(tmp_path: Path) -> None:
                 worker.wait(timeout=30)
 
 
-def test_cancelled_synchronous_insert_answers_409(base_url: str, client: httpx.Client, unique: str) -> None:
+def test_cancelled_synchronous_insert_answers_409(
+    base_url: str, client: httpx.Client, unique: str, stub: OpenAIStub
+) -> None:
     import threading
 
     kb = f"synccancel_{unique}"
-    with EmbeddingStub(delay_s=0.3) as slow:
-        stub_kb(client, kb, slow)
-        answer: dict[str, httpx.Response] = {}
+    stub_kb(client, kb, stub)
+    stub.hold()  # nothing is embedded until the insert is over: it cannot finish before it is cancelled
+    answer: dict[str, httpx.Response] = {}
 
-        def put() -> None:
-            with httpx.Client(base_url=base_url, timeout=120) as c:
-                answer["r"] = c.put(f"{P}/knowledge_bases/{kb}", json={"knowledge_base": {"rows": rows(3000)}})
+    def put() -> None:
+        with httpx.Client(base_url=base_url, timeout=120) as c:
+            answer["r"] = c.put(f"{P}/knowledge_bases/{kb}", json={"knowledge_base": {"rows": rows(300)}})
 
-        thread = threading.Thread(target=put)
-        thread.start()
-        deadline = time.monotonic() + 30
-        while not (running := [j for j in client.get(f"{P}/knowledge_bases/{kb}/jobs").json()
-                               if j["state"] == "running"]):
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        client.delete(f"{P}/knowledge_bases/{kb}/jobs/{running[0]['id']}")
-        thread.join(timeout=60)
+    thread = threading.Thread(target=put)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not (running := [j for j in client.get(f"{P}/knowledge_bases/{kb}/jobs").json()
+                           if j["state"] == "running"]):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    client.delete(f"{P}/knowledge_bases/{kb}/jobs/{running[0]['id']}")
+    thread.join(timeout=60)
     assert_problem(answer["r"], 409)
     assert client.get(f"{P}/knowledge_bases/{kb}").json()["document_count"] == 0

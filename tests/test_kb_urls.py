@@ -6,9 +6,9 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from embedding_stub import EmbeddingStub
 
 from tests.ingest.site import GeneratedSite
+from tests.openai_stub import OpenAIStub
 
 P = "/api/projects/mindsdb"
 
@@ -28,8 +28,8 @@ def crawl_into(client: httpx.Client, kb: str, **body: object) -> tuple[dict[str,
 
 
 def test_crawl_depths_limit_and_recrawl(client: httpx.Client, unique: str, site: GeneratedSite) -> None:
-    with EmbeddingStub() as stub:
-        model = {"provider": "openai", "model_name": "stub", "base_url": stub.url, "dimensions": 8, "api_key": "k"}
+    with OpenAIStub() as stub:
+        model = stub.embedding_model()
         for depth, expected in ((0, 1), (1, 11), (2, 60)):
             kb = f"site{depth}_{unique}"
             client.post(f"{P}/knowledge_bases", json={"knowledge_base": {"name": kb, "embedding_model": model}})

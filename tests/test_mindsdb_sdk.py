@@ -13,17 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import psycopg
 import pytest
 import requests
 
-from tests.agents.llm_stub import LLMStub, text, tool_call
+from tests import externals
 from tests.ingest.fixtures import MAKERS
 from tests.ingest.site import GeneratedSite
+from tests.openai_stub import OpenAIStub, text, tool_call
 
 mindsdb_sdk = pytest.importorskip("mindsdb_sdk", reason="install the dev extra: pip install -e '.[dev]'")
 
-PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres", "database": "test"}
 KB_COLUMNS = ["id", "chunk_id", "chunk_content", "metadata", "distance", "relevance"]
 PAGE_FILTER = r".*/p/(0|[2-9])\.html"  # the SDK's `filters`: regexes the crawled URLs must match (not /p/1)
 
@@ -34,17 +33,12 @@ def server(base_url: str) -> Any:
 
 
 @pytest.fixture()
-def pg_table(unique: str) -> Iterator[str]:
-    table = f"sdk_products_{unique}"
-    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/test", autocommit=True) as conn:
-        conn.execute(f"CREATE TABLE {table} (id INT PRIMARY KEY, description TEXT, vendor TEXT)")
-        conn.execute(
-            f"INSERT INTO {table} VALUES (100, 'A cast-iron skillet that keeps heat for searing steak.', 'forge'), "
-            "(101, 'Noise-cancelling headphones for long flights.', 'sonic')"
-        )
-    yield table
-    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/test", autocommit=True) as conn:
-        conn.execute(f"DROP TABLE IF EXISTS {table}")
+def pg_table(unique: str, pg_source: dict[str, Any]) -> Iterator[str]:
+    products = [(100, "A cast-iron skillet that keeps heat for searing steak.", "forge"),
+                (101, "Noise-cancelling headphones for long flights.", "sonic")]
+    columns = "id INT PRIMARY KEY, description TEXT, vendor TEXT"
+    with externals.table("postgres", pg_source, f"sdk_products_{unique}", columns, products) as table:
+        yield table
 
 
 @pytest.fixture(scope="module")
@@ -54,12 +48,12 @@ def site() -> Iterator[GeneratedSite]:
 
 
 @pytest.fixture(scope="module")
-def llm() -> Iterator[LLMStub]:
-    with LLMStub() as stub:
+def llm() -> Iterator[OpenAIStub]:
+    with OpenAIStub() as stub:
         yield stub
 
 
-def test_status_projects_and_databases(server: Any, unique: str) -> None:
+def test_status_projects_and_databases(server: Any, unique: str, pg_source: dict[str, Any]) -> None:
     assert server.status()["mindsdb_version"]
     assert "mindsdb" in [p.name for p in server.list_projects()]
     project = server.create_project(f"sdkproj_{unique}")
@@ -67,7 +61,7 @@ def test_status_projects_and_databases(server: Any, unique: str) -> None:
     server.drop_project(project.name)
     assert project.name not in [p.name for p in server.list_projects()]
 
-    db = server.create_database(f"sdkpg_{unique}", engine="postgres", connection_args=PG)
+    db = server.create_database(f"sdkpg_{unique}", engine="postgres", connection_args=pg_source)
     assert db.name in [d.name for d in server.list_databases()]
     server.drop_database(db.name)
     assert db.name not in [d.name for d in server.list_databases()]
@@ -94,14 +88,15 @@ def status_of(error: pytest.ExceptionInfo[requests.HTTPError]) -> int:
 
 
 def test_full_session(
-    server: Any, unique: str, pg_table: str, tmp_path: Path, site: GeneratedSite, llm: LLMStub
+    server: Any, unique: str, pg_source: dict[str, Any], pg_table: str, tmp_path: Path, site: GeneratedSite,
+    llm: OpenAIStub,
 ) -> None:
     # --- a project and a data source ------------------------------------------------------------------
     project = server.create_project(f"sdk_{unique}")
-    source = server.create_database(f"sdk_src_{unique}", engine="postgres", connection_args=PG)
+    source = server.create_database(f"sdk_src_{unique}", engine="postgres", connection_args=pg_source)
     listed = {d.name: d for d in server.list_databases()}
     assert listed[source.name].engine == "postgres"
-    assert listed[source.name].params["host"] == "127.0.0.1"
+    assert listed[source.name].params["host"] == pg_source["host"]
 
     # --- a knowledge base -----------------------------------------------------------------------------
     kb = project.knowledge_bases.create(

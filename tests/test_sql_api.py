@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-import psycopg
 
-PG15 = {"host": "127.0.0.1", "port": 5432, "user": "postgres", "database": "test"}
+from tests import externals
 
 
 def sql(client: httpx.Client, query: str, db: str = "mindsdb") -> dict[str, Any]:
@@ -28,12 +27,12 @@ def ok(client: httpx.Client, query: str, db: str = "mindsdb") -> dict[str, Any]:
     return answer
 
 
-def test_sdk_catalog_queries(client: httpx.Client, unique: str) -> None:
+def test_sdk_catalog_queries(client: httpx.Client, unique: str, pg_source: dict[str, Any]) -> None:
     ok(client, f"CREATE DATABASE proj_{unique} WITH ENGINE = 'mindsdb', PARAMETERS = {{}}")
     projects = table(client, "select NAME from information_schema.databases where TYPE='project'")
     assert {"NAME": "mindsdb"} in projects and {"NAME": f"proj_{unique}"} in projects
-    ok(client, f"CREATE DATABASE pg_{unique} WITH ENGINE = 'postgres', PARAMETERS = "
-               f"{{'host': '127.0.0.1', 'port': 5432, 'user': 'postgres', 'password': 'pw', 'database': 'test'}}")
+    params = {**pg_source, "password": "pw"}
+    ok(client, f"CREATE DATABASE pg_{unique} WITH ENGINE = 'postgres', PARAMETERS = {params!r}")
     sources = table(client, "select NAME, ENGINE, CONNECTION_DATA from information_schema.databases where TYPE='data'")
     mine = [s for s in sources if s["NAME"] == f"pg_{unique}"]
     assert mine and mine[0]["ENGINE"] == "postgres" and mine[0]["CONNECTION_DATA"]["password"] == "******"
@@ -68,14 +67,14 @@ def test_kb_lifecycle_in_sql(client: httpx.Client, unique: str) -> None:
     assert sql(client, f"SELECT * FROM {kb}")["type"] == "error"
 
 
-def test_insert_select_and_pushdown(client: httpx.Client, unique: str) -> None:
+def test_insert_select_and_pushdown(client: httpx.Client, unique: str, pg_source: dict[str, Any]) -> None:
     t = f"facts_{unique}"
-    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/test", autocommit=True) as conn:
-        conn.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, body TEXT, price NUMERIC(6,2))")
-        conn.execute(f"INSERT INTO {t} VALUES (1, 'Tea is brewed from leaves.', 3.50), (2, 'Coffee comes from beans.', 4)")
+    externals.execute(
+        "postgres", pg_source, f"CREATE TABLE {t} (id INT PRIMARY KEY, body TEXT, price NUMERIC(6,2))",
+        f"INSERT INTO {t} VALUES (1, 'Tea is brewed from leaves.', 3.50), (2, 'Coffee comes from beans.', 4)",
+    )
     ds = f"src_{unique}"
-    ok(client, f"CREATE DATABASE {ds} WITH ENGINE = 'postgres', PARAMETERS = "
-               "{'host': '127.0.0.1', 'port': 5432, 'user': 'postgres', 'database': 'test'}")
+    ok(client, f"CREATE DATABASE {ds} WITH ENGINE = 'postgres', PARAMETERS = {pg_source!r}")
     rows = table(client, f"SELECT id, body, price FROM {ds}.{t} ORDER BY id")
     assert rows == [{"id": 1, "body": "Tea is brewed from leaves.", "price": 3.5},
                     {"id": 2, "body": "Coffee comes from beans.", "price": 4}]
@@ -101,7 +100,9 @@ def test_agents_in_sql_and_errors(client: httpx.Client, unique: str) -> None:
         assert answer["type"] == "error" and answer["error_message"], (bad, answer)
 
 
-def test_files_and_tables_as_mindsdb_exposes_them(client: httpx.Client, unique: str) -> None:
+def test_files_and_tables_as_mindsdb_exposes_them(
+    client: httpx.Client, unique: str, pg_source: dict[str, Any]
+) -> None:
     name = f"sqlfile_{unique}"
     csv = b"id,fruit,price\n1,apple,1.5\n2,pear,2.25\n"
     r = client.put(f"/api/files/{name}", files={"file": (f"{name}.csv", csv)}, data={"original_file_name": f"{name}.csv"})
@@ -112,11 +113,9 @@ def test_files_and_tables_as_mindsdb_exposes_them(client: httpx.Client, unique: 
     assert {f"Tables_in_files": name} in table(client, "SHOW TABLES", db="files")
 
     t = f"ctx_{unique}"
-    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/test", autocommit=True) as conn:
-        conn.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY)")
-        conn.execute(f"INSERT INTO {t} VALUES (7)")
+    externals.execute("postgres", pg_source, f"CREATE TABLE {t} (id INT PRIMARY KEY)",
+                      f"INSERT INTO {t} VALUES (7)")
     ds = f"ctx_src_{unique}"
-    ok(client, f"CREATE DATABASE {ds} WITH ENGINE = 'postgres', PARAMETERS = "
-               "{'host': '127.0.0.1', 'port': 5432, 'user': 'postgres', 'database': 'test'}")
+    ok(client, f"CREATE DATABASE {ds} WITH ENGINE = 'postgres', PARAMETERS = {pg_source!r}")
     assert table(client, f"SELECT id FROM {t}", db=ds) == [{"id": 7}]  # bare table in the source's context
     assert {f"Tables_in_{ds}": t} in table(client, "SHOW TABLES", db=ds)

@@ -11,16 +11,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import pymysql
 import pytest
 
-from tests.agents.llm_stub import LLMStub, error, text, tool_call
+from tests import externals
 from tests.helpers import assert_problem
+from tests.openai_stub import OpenAIStub, error, text, tool_call
 
 P = "/api/projects/mindsdb"
 KB_COLUMNS = "Output columns: 'id', 'chunk_id', 'chunk_content', 'metadata', 'distance', 'relevance'\n"
 CSV_HEADER = "Result in CSV format (dialect is 'excel'):\n"
-MARIA: dict[str, Any] = {"host": "127.0.0.1", "port": 3306, "user": "root", "password": "", "database": "test"}
 ROWS = [
     {"id": 1, "content": "The cheetah is the fastest land animal, reaching 110 km/h in short bursts."},
     {"id": 2, "content": "Emperor penguins huddle together to survive the Antarctic winter."},
@@ -29,8 +28,8 @@ ROWS = [
 
 
 @pytest.fixture(scope="module")
-def stub() -> Iterator[LLMStub]:
-    with LLMStub() as server:
+def stub() -> Iterator[OpenAIStub]:
+    with OpenAIStub() as server:
         yield server
 
 
@@ -51,7 +50,7 @@ def create_agent(client: httpx.Client, name: str, **fields: Any) -> dict[str, An
     return r.json()  # type: ignore[no-any-return]
 
 
-def llm(stub: LLMStub, key: str = "sk-test-key") -> dict[str, Any]:
+def llm(stub: OpenAIStub, key: str = "sk-test-key") -> dict[str, Any]:
     return {"provider": "openai", "model_name": "gpt-stub", "api_key": key, "base_url": stub.base_url}
 
 
@@ -129,7 +128,7 @@ def test_extractive_agent_without_matches_or_kbs(client: httpx.Client, unique: s
 # --- (2) an OpenAI-compatible LLM using kb_query_tool -------------------------------------------------
 
 
-def test_llm_agent_streams_kb_tool_use(client: httpx.Client, unique: str, kb: str, stub: LLMStub) -> None:
+def test_llm_agent_streams_kb_tool_use(client: httpx.Client, unique: str, kb: str, stub: OpenAIStub) -> None:
     agent = f"llm_{unique}"
     create_agent(client, agent, model=llm(stub), data={"knowledge_bases": [kb]}, prompt_template="Answer briefly.")
     sql = f"SELECT * FROM mindsdb.{kb} WHERE content = 'penguins in winter' LIMIT 2"
@@ -169,7 +168,9 @@ def test_llm_agent_streams_kb_tool_use(client: httpx.Client, unique: str, kb: st
     assert tool_message["role"] == "tool" and tool_message["content"] == observation
 
 
-def test_llm_agent_plain_with_role_messages(client: httpx.Client, unique: str, kb: str, stub: LLMStub) -> None:
+def test_llm_agent_plain_with_role_messages(
+    client: httpx.Client, unique: str, kb: str, stub: OpenAIStub
+) -> None:
     agent = f"llm_roles_{unique}"
     create_agent(client, agent, model=llm(stub), data={"knowledge_bases": [f"mindsdb.{kb}"]})
     sql = f"SELECT * FROM mindsdb.{kb} WHERE content = 'octopus hearts' LIMIT 1"
@@ -192,37 +193,21 @@ def test_llm_agent_plain_with_role_messages(client: httpx.Client, unique: str, k
 # --- (3) tables: sql_db_query on MariaDB --------------------------------------------------------------
 
 
-def _reachable(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=2).close()
-        return True
-    except OSError:
-        return False
-
-
 @pytest.fixture()
-def maria_source(client: httpx.Client, unique: str) -> Iterator[tuple[str, str]]:
-    if not _reachable(3306):
-        pytest.skip("no MariaDB on 127.0.0.1:3306")
+def maria_source(client: httpx.Client, unique: str, mariadb: dict[str, Any]) -> Iterator[tuple[str, str]]:
     table, source = f"agent_people_{unique}", f"maria_agent_{unique}"
-    conn = pymysql.connect(**MARIA, autocommit=True)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(f"CREATE TABLE {table} (id INT PRIMARY KEY, name VARCHAR(32), city VARCHAR(32))")
-            cur.executemany(f"INSERT INTO {table} VALUES (%s, %s, %s)",
-                            [(1, "Alice", "Paris"), (2, "Bob", "Oslo"), (3, "Chen", "Lima")])
-        r = client.post("/api/databases", json={"database": {"name": source, "engine": "mariadb", "parameters": MARIA}})
+    people = [(1, "Alice", "Paris"), (2, "Bob", "Oslo"), (3, "Chen", "Lima")]
+    columns = "id INT PRIMARY KEY, name VARCHAR(32), city VARCHAR(32)"
+    with externals.table("mariadb", mariadb, table, columns, people):
+        database = {"name": source, "engine": "mariadb", "parameters": mariadb}
+        r = client.post("/api/databases", json={"database": database})
         assert r.status_code == 201, r.text
         yield source, table
         client.delete(f"/api/databases/{source}")
-        with conn.cursor() as cur:
-            cur.execute(f"DROP TABLE IF EXISTS {table}")
-    finally:
-        conn.close()
 
 
 def test_table_question_through_sql_db_query(
-    client: httpx.Client, unique: str, stub: LLMStub, maria_source: tuple[str, str]
+    client: httpx.Client, unique: str, stub: OpenAIStub, maria_source: tuple[str, str]
 ) -> None:
     source, table = maria_source
     agent = f"llm_table_{unique}"
@@ -246,7 +231,7 @@ def test_table_question_through_sql_db_query(
 
 
 def test_provider_401_is_502_plain_and_an_error_chunk_streamed(
-    client: httpx.Client, unique: str, stub: LLMStub
+    client: httpx.Client, unique: str, stub: OpenAIStub
 ) -> None:
     agent = f"llm_401_{unique}"
     create_agent(client, agent, model=llm(stub, key="sk-wrong"))
@@ -266,7 +251,9 @@ def test_provider_401_is_502_plain_and_an_error_chunk_streamed(
     assert chunks[2] == {"type": "end"}
 
 
-def test_rate_limit_and_missing_model_error_types(client: httpx.Client, unique: str, stub: LLMStub) -> None:
+def test_rate_limit_and_missing_model_error_types(
+    client: httpx.Client, unique: str, stub: OpenAIStub
+) -> None:
     agent = f"llm_err_{unique}"
     create_agent(client, agent, model={**llm(stub), "max_retries": 0})
     for status, error_type in ((429, "rate_limit"), (404, "not_found"), (500, "general")):
@@ -297,7 +284,7 @@ def test_missing_key_and_unreachable_provider(
     assert problem["title"] == "Model provider unreachable"
 
 
-def test_run_past_the_agent_timeout(client: httpx.Client, unique: str, stub: LLMStub) -> None:
+def test_run_past_the_agent_timeout(client: httpx.Client, unique: str, stub: OpenAIStub) -> None:
     agent = f"llm_slow_{unique}"
     create_agent(client, agent, model=llm(stub), params={"timeout": 1})
     stub.script(text("too late", delay=3))
@@ -313,7 +300,7 @@ def test_run_past_the_agent_timeout(client: httpx.Client, unique: str, stub: LLM
     assert body["title"] == "Agent timed out" and time.monotonic() - started < 2.8
 
 
-def test_steps_are_bounded(client: httpx.Client, unique: str, kb: str, stub: LLMStub) -> None:
+def test_steps_are_bounded(client: httpx.Client, unique: str, kb: str, stub: OpenAIStub) -> None:
     agent = f"llm_loop_{unique}"
     create_agent(client, agent, model=llm(stub), data={"knowledge_bases": [kb]}, params={"max_iterations": 2})
     stub.script(*[tool_call("kb_list_tool", "") for _ in range(6)])
@@ -326,7 +313,9 @@ def test_steps_are_bounded(client: httpx.Client, unique: str, kb: str, stub: LLM
 # --- (5) chunks are flushed as they happen ------------------------------------------------------------
 
 
-def test_chunks_arrive_as_they_are_produced(client: httpx.Client, unique: str, kb: str, stub: LLMStub) -> None:
+def test_chunks_arrive_as_they_are_produced(
+    client: httpx.Client, unique: str, kb: str, stub: OpenAIStub
+) -> None:
     agent = f"llm_flush_{unique}"
     create_agent(client, agent, model=llm(stub), data={"knowledge_bases": [kb]})
     stub.script(tool_call("kb_list_tool", ""), text("done", delay=1.5))
@@ -344,7 +333,9 @@ def test_chunks_arrive_as_they_are_produced(client: httpx.Client, unique: str, k
 # --- (6) a client that goes away cancels the run ------------------------------------------------------
 
 
-def test_client_disconnect_cancels_the_run(client: httpx.Client, unique: str, kb: str, stub: LLMStub) -> None:
+def test_client_disconnect_cancels_the_run(
+    client: httpx.Client, unique: str, kb: str, stub: OpenAIStub
+) -> None:
     agent = f"llm_gone_{unique}"
     create_agent(client, agent, model=llm(stub), data={"knowledge_bases": [kb]})
     stub.script(tool_call("kb_list_tool", "", delay=2), text("never sent"))
@@ -373,7 +364,7 @@ def test_client_disconnect_cancels_the_run(client: httpx.Client, unique: str, kb
 # --- (7) traces ---------------------------------------------------------------------------------------
 
 
-def test_trace_of_a_run(client: httpx.Client, unique: str, kb: str, stub: LLMStub) -> None:
+def test_trace_of_a_run(client: httpx.Client, unique: str, kb: str, stub: OpenAIStub) -> None:
     agent = f"llm_trace_{unique}"
     create_agent(client, agent, model=llm(stub, key="sk-secret-trace"), data={"knowledge_bases": [kb]})
     sql = f"SELECT * FROM mindsdb.{kb} WHERE content = 'cheetah' LIMIT 1"
@@ -427,7 +418,7 @@ def test_unknown_agent_or_project_and_bad_messages(client: httpx.Client, unique:
 # --- the stub also speaks streamed Chat Completions (for models that stream) -----------------------
 
 
-async def test_stub_streams_tool_calls_like_openai(stub: LLMStub) -> None:
+async def test_stub_streams_tool_calls_like_openai(stub: OpenAIStub) -> None:
     from pydantic_ai import Agent
     from pydantic_ai.models import create_async_httpx2_client
     from pydantic_ai.models.openai import OpenAIChatModel

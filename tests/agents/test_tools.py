@@ -1,12 +1,11 @@
 """The agent tools over real components: knowledge bases filled through the HTTP API with the local embedder,
-and tables in a real MariaDB and PostgreSQL 15 registered as data sources."""
+and tables in a real MariaDB and PostgreSQL registered as data sources."""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
-import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -14,8 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-import psycopg
-import pymysql
 import pytest
 
 from agentkb.agents.tools import AgentTools, Citation
@@ -24,16 +21,12 @@ from agentkb.service.data_sources import DataSourceService
 from agentkb.service.knowledge_bases import KnowledgeBaseService
 from agentkb.service.search import SearchService
 from agentkb.storage.db import Database
+from tests import externals
+from tests.externals import MARIADB
 
-MARIA: dict[str, Any] = {
-    "host": "127.0.0.1",
-    "port": 3306,
-    "user": "root",
-    "password": "",
-    "database": "test",
-}
-PG15: dict[str, Any] = {"host": "127.0.0.1", "port": 5432, "user": "postgres", "database": "test"}
 ROWS = 40
+MARIA_COLUMNS = "id INT PRIMARY KEY, name VARCHAR(64), note TEXT"
+PG_COLUMNS = "id INT PRIMARY KEY, name TEXT, note TEXT"
 KB_HEADER = (
     "Output columns: 'id', 'chunk_id', 'chunk_content', 'metadata', 'distance', 'relevance'\n"
     "Result in CSV format (dialect is 'excel'):\n"
@@ -60,14 +53,6 @@ DOCS = [
 ]
 
 
-def _reachable(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=2).close()
-        return True
-    except OSError:
-        return False
-
-
 def _seed() -> list[tuple[int, str, str | None]]:
     rows: list[tuple[int, str, str | None]] = [
         (i, f"row {i}", f"note {i}" if i % 3 else None) for i in range(1, ROWS + 1)
@@ -86,6 +71,7 @@ class World:
     maria_other: str
     pg_ds: str
     pg_schema: str
+    pg_source: dict[str, Any]
 
     def tools(
         self,
@@ -115,62 +101,38 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def maria_tables() -> Iterator[tuple[str, str]]:
-    if not _reachable(3306):
-        pytest.skip("no MariaDB on 127.0.0.1:3306")
+def maria_tables(mariadb: dict[str, Any]) -> Iterator[tuple[str, str]]:
     name = f"agt_{uuid.uuid4().hex[:8]}"
-    conn = pymysql.connect(**MARIA, autocommit=True)
-    try:
-        with conn.cursor() as cur:
-            for table in (name, f"{name}_other"):
-                cur.execute(f"CREATE TABLE {table} (id INT PRIMARY KEY, name VARCHAR(64), note TEXT)")
-                cur.executemany(f"INSERT INTO {table} VALUES (%s, %s, %s)", _seed())
+    with externals.table("mariadb", mariadb, name, MARIA_COLUMNS, _seed()), \
+            externals.table("mariadb", mariadb, f"{name}_other", MARIA_COLUMNS, _seed()):
         yield name, f"{name}_other"
-        with conn.cursor() as cur:
-            cur.execute(f"DROP TABLE IF EXISTS {name}, {name}_other")
-    finally:
-        conn.close()
 
 
 @pytest.fixture(scope="module")
-def pg_schema() -> Iterator[str]:
-    if not _reachable(5432):
-        pytest.skip("no PostgreSQL on 127.0.0.1:5432")
+def pg_schema(pg_source: dict[str, Any]) -> Iterator[str]:
     name = f"agt_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(
-        host="127.0.0.1", port=5432, user="postgres", dbname="test", autocommit=True
-    ) as conn:
-        conn.execute(f"CREATE SCHEMA {name}")
-        for table in ("items", "secret"):
-            conn.execute(f"CREATE TABLE {name}.{table} (id INT PRIMARY KEY, name TEXT, note TEXT)")
-            with conn.cursor() as cur:
-                cur.executemany(f"INSERT INTO {name}.{table} VALUES (%s, %s, %s)", _seed())
+    externals.execute("postgres", pg_source, f"CREATE SCHEMA {name}")
+    with externals.table("postgres", pg_source, f"{name}.items", PG_COLUMNS, _seed()), \
+            externals.table("postgres", pg_source, f"{name}.secret", PG_COLUMNS, _seed()):
         yield name
-        conn.execute(f"DROP SCHEMA {name} CASCADE")
+    externals.execute("postgres", pg_source, f"DROP SCHEMA {name} CASCADE")
 
 
 def _maria_snapshot(tables: tuple[str, str]) -> list[Any]:
-    conn = pymysql.connect(**MARIA)
-    try:
-        with conn.cursor() as cur:
-            out = []
-            for table in tables:
-                cur.execute(f"SELECT COUNT(*), SUM(CRC32(CONCAT_WS('|', id, name, note))) FROM {table}")
-                out.append(cur.fetchone())
-            return out
-    finally:
-        conn.close()
+    return [
+        externals.query("mariadb", MARIADB,
+                        f"SELECT COUNT(*), SUM(CRC32(CONCAT_WS('|', id, name, note))) FROM {table}")
+        for table in tables
+    ]
 
 
-def _pg_snapshot(schema: str) -> list[Any]:
-    with psycopg.connect(host="127.0.0.1", port=5432, user="postgres", dbname="test") as conn:
-        return [
-            conn.execute(
-                "SELECT count(*), md5(string_agg(concat_ws('|', id, name, note), ',' ORDER BY id)) "
-                f"FROM {schema}.{t}"
-            ).fetchone()
-            for t in ("items", "secret")
-        ]
+def _pg_snapshot(world: World) -> list[Any]:
+    return [
+        externals.query("postgres", world.pg_source,
+                        "SELECT count(*), md5(string_agg(concat_ws('|', id, name, note), ',' ORDER BY id)) "
+                        f"FROM {world.pg_schema}.{t}")
+        for t in ("items", "secret")
+    ]
 
 
 def _insert(client: httpx.Client, project: str, kb: str, rows: list[dict[str, Any]]) -> None:
@@ -184,7 +146,7 @@ def _insert(client: httpx.Client, project: str, kb: str, rows: list[dict[str, An
 
 @pytest.fixture(scope="module")
 def world_sync(
-    served: Any, base_url: str, maria_tables: tuple[str, str], pg_schema: str
+    served: Any, base_url: str, maria_tables: tuple[str, str], pg_source: dict[str, Any], pg_schema: str
 ) -> Iterator[tuple[str, str, str]]:
     """Projects, knowledge bases and data sources, created over HTTP."""
     unique = uuid.uuid4().hex[:8]
@@ -202,8 +164,8 @@ def world_sync(
         )
         _insert(client, projects[1], "secret", [{"content": "the secret password is swordfish"}])
         for name, engine, params in (
-            (maria_ds, "mariadb", MARIA),
-            (pg_ds, "postgres", {**PG15, "schema": pg_schema}),
+            (maria_ds, "mariadb", MARIADB),
+            (pg_ds, "postgres", {**pg_source, "schema": pg_schema}),
         ):
             made = client.post(
                 "/api/databases", json={"database": {"name": name, "engine": engine, "parameters": params}}
@@ -224,6 +186,7 @@ async def world(
     pg_url: str,
     settings: Any,
     maria_tables: tuple[str, str],
+    pg_source: dict[str, Any],
     pg_schema: str,
 ) -> AsyncIterator[World]:
     unique, maria_ds, pg_ds = world_sync
@@ -235,7 +198,7 @@ async def world(
         "data_sources": data_sources,
         "kbs": KnowledgeBaseService(db, settings.default_embedding_model, registry.dimension),
     }
-    yield World(unique, services, maria_ds, maria_tables[0], maria_tables[1], pg_ds, pg_schema)
+    yield World(unique, services, maria_ds, maria_tables[0], maria_tables[1], pg_ds, pg_schema, pg_source)
     data_sources.close()
     await registry.aclose()
     await db.close()
@@ -565,7 +528,7 @@ HOSTILE = [
 
 @pytest.mark.parametrize("template", HOSTILE)
 async def test_hostile_queries_are_refused(world: World, template: str) -> None:
-    before = (_maria_snapshot((world.maria_table, world.maria_other)), _pg_snapshot(world.pg_schema))
+    before = (_maria_snapshot((world.maria_table, world.maria_other)), _pg_snapshot(world))
     tools = world.tools(tables=[world.m, world.p], statement_timeout_s=3)
     sql = template.format(
         m=world.m, p=world.p, mo=f"{world.m}_other", md=world.maria_ds, mt=world.maria_table, pd=world.pg_ds
@@ -575,7 +538,7 @@ async def test_hostile_queries_are_refused(world: World, template: str) -> None:
     assert result.observation.startswith("Error: "), (sql, result.observation)
     assert result.citations == () and result.context == ()
     assert time.monotonic() - started < 3
-    assert (_maria_snapshot((world.maria_table, world.maria_other)), _pg_snapshot(world.pg_schema)) == before
+    assert (_maria_snapshot((world.maria_table, world.maria_other)), _pg_snapshot(world)) == before
 
 
 async def test_harmless_tricks_run_read_only(world: World) -> None:

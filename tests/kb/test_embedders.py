@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator, Iterator
 
 import numpy as np
 import pytest
-from embedding_stub import EmbeddingStub, Scripted, stub_vector
 
 from agentkb.errors import BadRequest, UpstreamError
 from agentkb.kb.embedders import local
@@ -15,6 +14,7 @@ from agentkb.kb.embedders.base import EmbedderStats
 from agentkb.kb.embedders.local import LocalEmbedder
 from agentkb.kb.embedders.openai import OpenAIEmbedder
 from agentkb.kb.embedders.registry import EmbedderRegistry
+from tests.openai_stub import OpenAIStub, Scripted, stub_vector
 
 MINILM = {"provider": "local", "model_name": "all-MiniLM-L6-v2"}
 
@@ -24,19 +24,19 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
 
 
 @pytest.fixture(scope="module")
-def stub() -> Iterator[EmbeddingStub]:
-    with EmbeddingStub() as server:
+def stub() -> Iterator[OpenAIStub]:
+    with OpenAIStub() as server:
         yield server
 
 
 @pytest.fixture()
-def api(stub: EmbeddingStub) -> EmbeddingStub:
+def api(stub: OpenAIStub) -> OpenAIStub:
     stub.reset()
     return stub
 
 
 @pytest.fixture()
-async def openai_embedder(api: EmbeddingStub) -> AsyncIterator[OpenAIEmbedder]:
+async def openai_embedder(api: OpenAIStub) -> AsyncIterator[OpenAIEmbedder]:
     embedder = OpenAIEmbedder("stub-embed", api_key="sk-test", base_url=api.url, batch_size=3, backoff=0.001)
     yield embedder
     await embedder.aclose()
@@ -94,7 +94,7 @@ async def test_local_unknown_model_is_a_bad_request() -> None:
 
 
 async def test_openai_batches_orders_normalises_and_authenticates(
-    api: EmbeddingStub, openai_embedder: OpenAIEmbedder
+    api: OpenAIStub, openai_embedder: OpenAIEmbedder
 ) -> None:
     texts = [f"text number {i}" for i in range(7)]
     vectors = await openai_embedder.embed_documents(texts)
@@ -112,7 +112,7 @@ async def test_openai_batches_orders_normalises_and_authenticates(
     assert len(api.requests) == 3
 
 
-async def test_openai_dimension_probe_once_and_configured_dimensions(api: EmbeddingStub) -> None:
+async def test_openai_dimension_probe_once_and_configured_dimensions(api: OpenAIStub) -> None:
     embedder = OpenAIEmbedder("stub-embed", base_url=api.url + "/", api_key="")
     assert await embedder.dimension() == 8
     assert await embedder.dimension() == 8
@@ -128,17 +128,17 @@ async def test_openai_dimension_probe_once_and_configured_dimensions(api: Embedd
 
 
 async def test_openai_retries_429_honouring_retry_after(
-    api: EmbeddingStub, openai_embedder: OpenAIEmbedder
+    api: OpenAIStub, openai_embedder: OpenAIEmbedder
 ) -> None:
-    api.script(Scripted(429, {"error": {"message": "Rate limit reached"}}, {"Retry-After": "0"}))
+    api.script_embeddings(Scripted(429, {"error": {"message": "Rate limit reached"}}, {"Retry-After": "0"}))
     vector = await openai_embedder.embed_query("hello")
     assert vector.shape == (8,)
     assert len(api.requests) == 2
 
 
-async def test_openai_persistent_500_is_upstream_error_after_5_attempts(api: EmbeddingStub) -> None:
+async def test_openai_persistent_500_is_upstream_error_after_5_attempts(api: OpenAIStub) -> None:
     embedder = OpenAIEmbedder("stub-embed", base_url=api.url, backoff=0.001)
-    api.script(*[Scripted(500, {"error": {"message": "engine overloaded"}})] * 6)
+    api.script_embeddings(*[Scripted(500, {"error": {"message": "engine overloaded"}})] * 6)
     with pytest.raises(UpstreamError) as info:
         await embedder.embed_documents(["a", "b"])
     assert len(api.requests) == 5
@@ -148,9 +148,9 @@ async def test_openai_persistent_500_is_upstream_error_after_5_attempts(api: Emb
 
 
 async def test_openai_401_fails_at_once_with_provider_message(
-    api: EmbeddingStub, openai_embedder: OpenAIEmbedder
+    api: OpenAIStub, openai_embedder: OpenAIEmbedder
 ) -> None:
-    api.script(
+    api.script_embeddings(
         Scripted(
             401, {"error": {"message": "Incorrect API key provided: sk-test", "code": "invalid_api_key"}}
         )
@@ -161,7 +161,7 @@ async def test_openai_401_fails_at_once_with_provider_message(
     assert "401" in info.value.detail and "Incorrect API key provided" in info.value.detail
 
 
-async def test_openai_unreachable_server_is_upstream_error(stub: EmbeddingStub) -> None:
+async def test_openai_unreachable_server_is_upstream_error(stub: OpenAIStub) -> None:
     import socket
 
     with socket.socket() as s:
@@ -176,9 +176,9 @@ async def test_openai_unreachable_server_is_upstream_error(stub: EmbeddingStub) 
 
 
 async def test_openai_malformed_response_is_upstream_error(
-    api: EmbeddingStub, openai_embedder: OpenAIEmbedder
+    api: OpenAIStub, openai_embedder: OpenAIEmbedder
 ) -> None:
-    api.script(Scripted(200, {"data": [{"index": 0, "embedding": "nope"}]}))
+    api.script_embeddings(Scripted(200, {"data": [{"index": 0, "embedding": "nope"}]}))
     with pytest.raises(UpstreamError, match="malformed"):
         await openai_embedder.embed_query("hello")
 
@@ -186,7 +186,7 @@ async def test_openai_malformed_response_is_upstream_error(
 # --- registry ----------------------------------------------------------------------------------------
 
 
-async def test_registry_caches_instances_and_knows_minilm_dimension(api: EmbeddingStub) -> None:
+async def test_registry_caches_instances_and_knows_minilm_dimension(api: OpenAIStub) -> None:
     registry = EmbedderRegistry()
     minilm = registry.get(MINILM)
     assert registry.get(dict(MINILM)) is minilm

@@ -1,5 +1,5 @@
 """The KB engine end to end over HTTP: insert rows and SQL query results, upsert, search, delete.
-Real Postgres+pgvector, the real local embedder, MariaDB and PostgreSQL 15 as data sources."""
+Real Postgres+pgvector, the real local embedder, MariaDB and PostgreSQL as data sources."""
 
 from __future__ import annotations
 
@@ -7,12 +7,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import psycopg
-import pymysql
 import pytest
-from embedding_stub import EmbeddingStub, Scripted
 
+from tests import externals
 from tests.helpers import assert_problem
+from tests.openai_stub import OpenAIStub, Scripted, error, text
 
 P = "/api/projects/mindsdb"
 
@@ -178,16 +177,16 @@ def test_bad_inserts_change_nothing(client: httpx.Client, animals: str) -> None:
 
 
 @pytest.fixture()
-def stub() -> Iterator[EmbeddingStub]:
-    with EmbeddingStub(dim=16) as server:
+def stub() -> Iterator[OpenAIStub]:
+    with OpenAIStub(dim=16) as server:
         yield server
 
 
-def test_openai_compatible_embedder_with_retry(client: httpx.Client, unique: str, stub: EmbeddingStub) -> None:
+def test_openai_compatible_embedder_with_retry(client: httpx.Client, unique: str, stub: OpenAIStub) -> None:
     kb = f"remote_{unique}"
     create_kb(client, kb, embedding_model={"provider": "openai", "model_name": "stub-embed", "base_url": stub.url,
                                            "api_key": "sk-remote", "dimensions": 16})
-    stub.script(Scripted(429, {"error": {"message": "slow down"}}, {"Retry-After": "0"}))
+    stub.script_embeddings(Scripted(429, {"error": {"message": "slow down"}}, {"Retry-After": "0"}))
     stats = insert(client, kb, rows=ANIMALS[:3])
     assert stats["embedded"] == 3
     assert len(stub.requests) == 2  # the 429, then the retry
@@ -196,41 +195,41 @@ def test_openai_compatible_embedder_with_retry(client: httpx.Client, unique: str
 
 
 def test_embedding_provider_down_is_502_and_nothing_written(client: httpx.Client, unique: str,
-                                                           stub: EmbeddingStub) -> None:
+                                                           stub: OpenAIStub) -> None:
     kb = f"down_{unique}"
     create_kb(client, kb, embedding_model={"provider": "openai", "model_name": "stub-embed", "base_url": stub.url,
                                            "dimensions": 16, "api_key": "k"})
-    stub.script(*[Scripted(400, {"error": {"message": "model overloaded"}})])
+    stub.script_embeddings(Scripted(400, {"error": {"message": "model overloaded"}}))
     many = [{"id": i, "content": f"document number {i}"} for i in range(300)]  # two batches
     problem = assert_problem(client.put(f"{P}/knowledge_bases/{kb}", json={"knowledge_base": {"rows": many}}), 502)
     assert "model overloaded" in problem["detail"]
     assert counts(client, kb) == (0, 0)
 
 
-def _seed_sources(client: httpx.Client, unique: str) -> list[str]:
-    table = f"notes_{unique}"
+@pytest.fixture()
+def sources(
+    client: httpx.Client, unique: str, mariadb: dict[str, Any], pg_source: dict[str, Any]
+) -> Iterator[tuple[str, str]]:
+    """Data sources `maria_<unique>` and `pg_<unique>`, each with a table `notes_<unique>`."""
+    table, columns = f"notes_{unique}", "id INT PRIMARY KEY, body TEXT, topic VARCHAR(20)"
     rows = [(1, "The rocket launch was delayed by high winds.", "space"),
             (2, "Sourdough bread needs a lively starter and a long proof.", "baking")]
-    with pymysql.connect(host="127.0.0.1", user="root", password="", database="test") as conn:
-        with conn.cursor() as cur:
-            cur.execute(f"CREATE TABLE {table} (id INT PRIMARY KEY, body TEXT, topic VARCHAR(20))")
-            cur.executemany(f"INSERT INTO {table} VALUES (%s, %s, %s)", rows)
-        conn.commit()
-    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/test", autocommit=True) as conn:
-        conn.execute(f"CREATE TABLE {table} (id INT PRIMARY KEY, body TEXT, topic TEXT)")
-        conn.cursor().executemany(f"INSERT INTO {table} VALUES (%s, %s, %s)", [(i + 10, b, t) for i, b, t in rows])
-    sources = {f"maria_{unique}": ("mariadb", {"host": "127.0.0.1", "port": 3306, "user": "root", "password": "",
-                                               "database": "test"}),
-               f"pg_{unique}": ("postgres", {"host": "127.0.0.1", "port": 5432, "user": "postgres",
-                                             "database": "test"})}
-    for name, (engine, params) in sources.items():
-        r = client.post("/api/databases", json={"database": {"name": name, "engine": engine, "parameters": params}})
-        assert r.status_code == 201, r.text
-    return list(sources)
+    maria, pg = f"maria_{unique}", f"pg_{unique}"
+    with externals.table("mariadb", mariadb, table, columns, rows), \
+            externals.table("postgres", pg_source, table, columns, [(i + 10, b, t) for i, b, t in rows]):
+        for name, engine, params in ((maria, "mariadb", mariadb), (pg, "postgres", pg_source)):
+            database = {"name": name, "engine": engine, "parameters": params}
+            r = client.post("/api/databases", json={"database": database})
+            assert r.status_code == 201, r.text
+        yield maria, pg
+        for name in (maria, pg):
+            client.delete(f"/api/databases/{name}")
 
 
-def test_insert_from_mariadb_and_postgres_queries(client: httpx.Client, unique: str) -> None:
-    maria, pg = _seed_sources(client, unique)
+def test_insert_from_mariadb_and_postgres_queries(
+    client: httpx.Client, unique: str, sources: tuple[str, str]
+) -> None:
+    maria, pg = sources
     kb = f"notes_kb_{unique}"
     create_kb(client, kb, content_columns=["body"], metadata_columns=["topic"])
     insert(client, kb, query=f"SELECT id, body, topic FROM {maria}.notes_{unique} WHERE id = 1")
@@ -245,9 +244,7 @@ def test_insert_from_mariadb_and_postgres_queries(client: httpx.Client, unique: 
 
 
 def test_llm_reranking(client: httpx.Client, unique: str) -> None:
-    from tests.agents.llm_stub import LLMStub, error, text
-
-    with LLMStub() as llm:
+    with OpenAIStub() as llm:
         kb = f"rerank_{unique}"
         create_kb(client, kb, reranking_model={"provider": "openai", "model_name": "judge", "api_key": "sk-r",
                                                "base_url": llm.base_url})
