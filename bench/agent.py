@@ -83,8 +83,12 @@ class Client:
         and the chunks."""
         started = time.perf_counter()
         response = self._send(path, body)
-        timings: dict[str, Any] = {"headers_s": time.perf_counter() - started, "first_data_s": None,
-                                   "output_s": None, "end_s": None}
+        timings: dict[str, Any] = {
+            "headers_s": time.perf_counter() - started,
+            "first_data_s": None,
+            "output_s": None,
+            "end_s": None,
+        }
         if response.status >= 300:
             raise RuntimeError(f"POST {path} -> {response.status}: {response.read()[:500]!r}")
         chunks: list[Any] = []
@@ -149,10 +153,14 @@ def main(argv: list[str]) -> None:
     from tests.openai_stub import CHAT_ANSWER
 
     parser = argparse.ArgumentParser(prog="python -m bench agent", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--requests", type=int, help="sequential requests per endpoint (default 200; --quick 50)")
+    parser.add_argument(
+        "--requests", type=int, help="sequential requests per endpoint (default 200; --quick 50)"
+    )
     parser.add_argument("--rows", type=int, default=48, help="rows in the agent's KB")
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--profile", action="store_true", help="py-spy the server during the plain completions")
+    parser.add_argument(
+        "--profile", action="store_true", help="py-spy the server during the plain completions"
+    )
     args = parser.parse_args(argv)
     n = args.requests or (50 if args.quick else 200)
     asked = questions(max(n, 50))
@@ -160,25 +168,49 @@ def main(argv: list[str]) -> None:
     profile = CACHE / "profiles" / f"agent-plain-{stamp}.txt" if args.profile else None
     load_before = ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
-    print(f"agent: scripted OpenAI-compatible stub (1 kb_query_tool call, then the answer), KB of {args.rows} rows "
-          f"(stub embedder), {n} sequential requests per endpoint", flush=True)
+    print(
+        f"agent: scripted OpenAI-compatible stub (1 kb_query_tool call, then the answer), KB of {args.rows} rows "
+        f"(stub embedder), {n} sequential requests per endpoint",
+        flush=True,
+    )
     results: dict[str, Any] = {}
-    with bench_stub(chat_script=kb_tool_then_answer(f"{PROJECT}.{KB}")) as stub, agentkb_server() as base, \
-            httpx.Client(timeout=60) as setup:
+    with (
+        bench_stub(chat_script=kb_tool_then_answer(f"{PROJECT}.{KB}")) as stub,
+        agentkb_server() as base,
+        httpx.Client(timeout=60) as setup,
+    ):
         create_kb(setup, base.kbs, KB, stub.embedding_model())
-        check(setup.put(f"{base.kbs}/{KB}", json={"knowledge_base": {
-            "rows": make_rows(TextGenerator(seed=SEED).texts(args.rows))}}))
+        check(
+            setup.put(
+                f"{base.kbs}/{KB}",
+                json={"knowledge_base": {"rows": make_rows(TextGenerator(seed=SEED).texts(args.rows))}},
+            )
+        )
         agents = f"/api/projects/{PROJECT}/agents"
-        check(setup.post(f"{base}{agents}", json={"agent": {
-            "name": AGENT, "model": stub.chat_model(), "data": {"knowledge_bases": [f"{PROJECT}.{KB}"], "tables": []}}}))
+        check(
+            setup.post(
+                f"{base}{agents}",
+                json={
+                    "agent": {
+                        "name": AGENT,
+                        "model": stub.chat_model(),
+                        "data": {"knowledge_bases": [f"{PROJECT}.{KB}"], "tables": []},
+                    }
+                },
+            )
+        )
         plain_path, stream_path = f"{agents}/{AGENT}/completions", f"{agents}/{AGENT}/completions/stream"
 
         # the stub's own round trip, from this process
         stub_lat = []
         for q in asked[:50]:
             started = time.perf_counter()
-            check(setup.post(f"{stub.url}/chat/completions",
-                             json={"model": "stub", "messages": [{"role": "user", "content": q}]}))
+            check(
+                setup.post(
+                    f"{stub.url}/chat/completions",
+                    json={"model": "stub", "messages": [{"role": "user", "content": q}]},
+                )
+            )
             stub_lat.append(time.perf_counter() - started)
         results["stub_chat_round_trip"] = summary_ms(stub_lat)
 
@@ -197,8 +229,11 @@ def main(argv: list[str]) -> None:
             kinds = chunk_kinds(probe["chunks"])
             if kinds != ["start", "action", "step", "output", "end"]:
                 raise RuntimeError(f"unexpected stream chunks {kinds}: {json.dumps(probe['chunks'])[:1000]}")
-            print(f"  probe ok: trace steps {steps}, stream chunks {kinds}, "
-                  f"sources {len(answer['message']['sources'])}", flush=True)
+            print(
+                f"  probe ok: trace steps {steps}, stream chunks {kinds}, "
+                f"sources {len(answer['message']['sources'])}",
+                flush=True,
+            )
 
             for q in asked[:WARMUP]:
                 client.post(plain_path, messages(q))
@@ -218,16 +253,28 @@ def main(argv: list[str]) -> None:
                 trace = check(setup.get(f"{base}{agents}/{AGENT}/traces/{tid}")).json()
                 runs.append(trace["duration_ms"] / 1000)
                 tools.append(sum(s["duration_ms"] or 0 for s in trace["steps"]) / 1000)
-            results["plain"] = {**summary_ms(latencies), "requests": n,
-                                "server_cpu_ms_per_request": {k: round(1000 * v / n, 3) for k, v in used.items()},
-                                "trace_run": summary_ms(runs), "trace_kb_tool": summary_ms(tools),
-                                "target_p50_ms": PLAIN_P50_TARGET_MS}
+            results["plain"] = {
+                **summary_ms(latencies),
+                "requests": n,
+                "server_cpu_ms_per_request": {k: round(1000 * v / n, 3) for k, v in used.items()},
+                "trace_run": summary_ms(runs),
+                "trace_kb_tool": summary_ms(tools),
+                "target_p50_ms": PLAIN_P50_TARGET_MS,
+            }
             r = results["plain"]
-            print(f"  plain: p50 {r['p50_ms']} ms, p95 {r['p95_ms']} ms (run inside the server p50 "
-                  f"{r['trace_run']['p50_ms']} ms, KB tool p50 {r['trace_kb_tool']['p50_ms']} ms)", flush=True)
+            print(
+                f"  plain: p50 {r['p50_ms']} ms, p95 {r['p95_ms']} ms (run inside the server p50 "
+                f"{r['trace_run']['p50_ms']} ms, KB tool p50 {r['trace_kb_tool']['p50_ms']} ms)",
+                flush=True,
+            )
 
             # streamed completions
-            timings: dict[str, list[float]] = {"headers_s": [], "first_data_s": [], "output_s": [], "end_s": []}
+            timings: dict[str, list[float]] = {
+                "headers_s": [],
+                "first_data_s": [],
+                "output_s": [],
+                "end_s": [],
+            }
             bad = 0
             cpu = cpu_seconds(base)
             for i in range(n):
@@ -239,13 +286,17 @@ def main(argv: list[str]) -> None:
                         values.append(t[key])
             used = cpu_delta(cpu, cpu_seconds(base))
             results["stream"] = {
-                **{key[:-2]: summary_ms(values) for key, values in timings.items()}, "requests": n,
+                **{key[:-2]: summary_ms(values) for key, values in timings.items()},
+                "requests": n,
                 "unexpected_chunk_sequences": bad,
                 "server_cpu_ms_per_request": {k: round(1000 * v / n, 3) for k, v in used.items()},
                 "target_start_p50_ms": START_P50_TARGET_MS,
             }
             s = results["stream"]
-            print(f"  stream: start p50 {s['first_data']['p50_ms']} ms, end p50 {s['end']['p50_ms']} ms", flush=True)
+            print(
+                f"  stream: start p50 {s['first_data']['p50_ms']} ms, end p50 {s['end']['p50_ms']} ms",
+                flush=True,
+            )
         finally:
             client.close()
 
@@ -253,33 +304,68 @@ def main(argv: list[str]) -> None:
     cpu_plain = plain["server_cpu_ms_per_request"]
     cpu_stream = stream["server_cpu_ms_per_request"]
     table = [
-        {"measure": "plain completion, end to end", "p50_ms": plain["p50_ms"], "p95_ms": plain["p95_ms"],
-         "p99_ms": plain["p99_ms"], "target": f"p50 ≤ {PLAIN_P50_TARGET_MS:g} ms",
-         "met": "yes" if plain["p50_ms"] <= PLAIN_P50_TARGET_MS else "NO",
-         "server cpu ms/req (python + pg)": f"{cpu_plain['server_python_cpu_s']} + {cpu_plain['postgres_cpu_s']}"},
-        {"measure": "  of which the run (trace duration_ms)", "p50_ms": plain["trace_run"]["p50_ms"],
-         "p95_ms": plain["trace_run"]["p95_ms"], "p99_ms": plain["trace_run"]["p99_ms"]},
-        {"measure": "  of which the kb_query_tool step", "p50_ms": plain["trace_kb_tool"]["p50_ms"],
-         "p95_ms": plain["trace_kb_tool"]["p95_ms"], "p99_ms": plain["trace_kb_tool"]["p99_ms"]},
+        {
+            "measure": "plain completion, end to end",
+            "p50_ms": plain["p50_ms"],
+            "p95_ms": plain["p95_ms"],
+            "p99_ms": plain["p99_ms"],
+            "target": f"p50 ≤ {PLAIN_P50_TARGET_MS:g} ms",
+            "met": "yes" if plain["p50_ms"] <= PLAIN_P50_TARGET_MS else "NO",
+            "server cpu ms/req (python + pg)": f"{cpu_plain['server_python_cpu_s']} + {cpu_plain['postgres_cpu_s']}",
+        },
+        {
+            "measure": "  of which the run (trace duration_ms)",
+            "p50_ms": plain["trace_run"]["p50_ms"],
+            "p95_ms": plain["trace_run"]["p95_ms"],
+            "p99_ms": plain["trace_run"]["p99_ms"],
+        },
+        {
+            "measure": "  of which the kb_query_tool step",
+            "p50_ms": plain["trace_kb_tool"]["p50_ms"],
+            "p95_ms": plain["trace_kb_tool"]["p95_ms"],
+            "p99_ms": plain["trace_kb_tool"]["p99_ms"],
+        },
         {"measure": "stream: response headers", **_cols(stream["headers"])},
-        {"measure": "stream: first data: line (start chunk)", **_cols(stream["first_data"]),
-         "target": f"p50 ≤ {START_P50_TARGET_MS:g} ms",
-         "met": "yes" if stream["first_data"]["p50_ms"] <= START_P50_TARGET_MS else "NO",
-         "server cpu ms/req (python + pg)": f"{cpu_stream['server_python_cpu_s']} + {cpu_stream['postgres_cpu_s']}"},
+        {
+            "measure": "stream: first data: line (start chunk)",
+            **_cols(stream["first_data"]),
+            "target": f"p50 ≤ {START_P50_TARGET_MS:g} ms",
+            "met": "yes" if stream["first_data"]["p50_ms"] <= START_P50_TARGET_MS else "NO",
+            "server cpu ms/req (python + pg)": f"{cpu_stream['server_python_cpu_s']} + {cpu_stream['postgres_cpu_s']}",
+        },
         {"measure": "stream: output chunk", **_cols(stream["output"])},
         {"measure": "stream: end chunk", **_cols(stream["end"])},
-        {"measure": "stub chat round trip (from the bench process)", **_cols(results["stub_chat_round_trip"])},
+        {
+            "measure": "stub chat round trip (from the bench process)",
+            **_cols(results["stub_chat_round_trip"]),
+        },
     ]
-    print_table(f"agent: {n} sequential requests per endpoint, scripted stub LLM (2 model calls, 1 KB search)", table)
-    print(f"\nmachine: {os.cpu_count()} CPUs (load average before the run: {load_before}); the stubs run in this "
-          "process, the server in its own")
+    print_table(
+        f"agent: {n} sequential requests per endpoint, scripted stub LLM (2 model calls, 1 KB search)", table
+    )
+    print(
+        f"\nmachine: {os.cpu_count()} CPUs (load average before the run: {load_before}); the stubs run in this "
+        "process, the server in its own"
+    )
     if profile is not None and profile.exists():
-        print(f"\npy-spy of the server (plain completions), {profile}\n  % of samples in stack, % innermost, frame:")
+        print(
+            f"\npy-spy of the server (plain completions), {profile}\n  % of samples in stack, % innermost, frame:"
+        )
         for frame, inclusive, own in top_frames(profile, 40, interesting=True):
             print(f"  {inclusive:5.1f} {own:5.1f}  {frame}")
-    write_result("agent", {"quick": args.quick, "load_average_before": load_before, "requests": n, "kb_rows": args.rows, "results": results,
-                           "table": table, "profile": str(profile) if profile else None,
-                           "mean_plain_ms": round(statistics.fmean(latencies) * 1000, 3)})
+    write_result(
+        "agent",
+        {
+            "quick": args.quick,
+            "load_average_before": load_before,
+            "requests": n,
+            "kb_rows": args.rows,
+            "results": results,
+            "table": table,
+            "profile": str(profile) if profile else None,
+            "mean_plain_ms": round(statistics.fmean(latencies) * 1000, 3),
+        },
+    )
 
 
 def _cols(summary: dict[str, float]) -> dict[str, float]:

@@ -55,6 +55,7 @@ SWEEP_ALPHAS = (0.5, 0.7)
 
 # --- metrics --------------------------------------------------------------------------------------------
 
+
 def ndcg_at(ranked: list[str], relevant: dict[str, int], k: int = 10) -> float:
     dcg = sum(relevant.get(d, 0) / math.log2(i + 2) for i, d in enumerate(ranked[:k]))
     ideal = sorted(relevant.values(), reverse=True)[:k]
@@ -90,6 +91,7 @@ def rrf(rankings: list[tuple[float, list[str]]], k: int) -> list[str]:
 
 
 # --- data -----------------------------------------------------------------------------------------------
+
 
 def load() -> tuple[list[tuple[str, str]], list[tuple[str, str]], dict[str, dict[str, int]]]:
     """(corpus [(id, content)], queries [(id, text)] with judgements, qrels {query: {doc: score}})."""
@@ -156,6 +158,7 @@ def cached_vectors(texts: list[str], name: str) -> tuple[np.ndarray, dict[str, A
 
 # --- the run --------------------------------------------------------------------------------------------
 
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench beir", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="the first 100 queries")
@@ -183,19 +186,28 @@ def main(argv: list[str]) -> None:
     latency: dict[str, dict[str, float]] = {}
     with bench_stub(stub_embed) as stub, agentkb_server() as base, httpx.Client(timeout=3600) as client:
         model = None if args.no_cache else stub.embedding_model(model_name=f"{MODEL}-cached")
-        body: dict[str, Any] = {"name": KB, "id_column": "_id", "content_columns": ["text"],
-                                "params": {"chunk_size": chunk_size, "chunk_overlap": 0}}
+        body: dict[str, Any] = {
+            "name": KB,
+            "id_column": "_id",
+            "content_columns": ["text"],
+            "params": {"chunk_size": chunk_size, "chunk_overlap": 0},
+        }
         if model is not None:
             body["embedding_model"] = model
         check(client.post(base.kbs, json={"knowledge_base": body}))
         counts: dict[str, int] = {}
         started = time.perf_counter()
         for start in range(0, len(rows), 1000):
-            response = check(client.put(f"{base.kbs}/{KB}", json={"knowledge_base": {"rows": rows[start:start + 1000]}}))
+            response = check(
+                client.put(f"{base.kbs}/{KB}", json={"knowledge_base": {"rows": rows[start : start + 1000]}})
+            )
             for key, value in ingest_counts(response.headers.get("x-agentkb-ingest")).items():
                 counts[key] = counts.get(key, 0) + value
         ingest_s = time.perf_counter() - started
-        print(f"ingested {counts.get('documents')} documents, {counts.get('chunks')} chunks in {ingest_s:.1f}s", flush=True)
+        print(
+            f"ingested {counts.get('documents')} documents, {counts.get('chunks')} chunks in {ingest_s:.1f}s",
+            flush=True,
+        )
         if counts.get("chunks") != len(corpus):
             print(f"warning: {counts.get('chunks')} chunks for {len(corpus)} documents")
         url = f"{base.kbs}/{KB}/search"
@@ -222,10 +234,15 @@ def main(argv: list[str]) -> None:
                     run(f"sweep alpha {alpha} k {k}", {"hybrid_search_alpha": alpha, "fusion_k": k})
 
     scores = {mode: evaluate(ranked, qrels) for mode, ranked in runs.items()}
-    table = [{"mode": mode, **scores[mode], "p50_ms": latency[mode]["p50_ms"], "p95_ms": latency[mode]["p95_ms"]}
-             for mode in MODES]
-    print_table(f"beir scifact ({len(queries)} queries, {len(corpus):,} documents): agentkb POST /search, "
-                f"limit {LIMIT}, {MODEL}", table)
+    table = [
+        {"mode": mode, **scores[mode], "p50_ms": latency[mode]["p50_ms"], "p95_ms": latency[mode]["p95_ms"]}
+        for mode in MODES
+    ]
+    print_table(
+        f"beir scifact ({len(queries)} queries, {len(corpus):,} documents): agentkb POST /search, "
+        f"limit {LIMIT}, {MODEL}",
+        table,
+    )
     print(f"\nreference ({REFERENCE}); target hybrid ≥ 0.70")
 
     sweep = []
@@ -233,7 +250,9 @@ def main(argv: list[str]) -> None:
         for alpha in SWEEP_ALPHAS:
             for k in FUSION_KS:
                 mode = f"sweep alpha {alpha} k {k}"
-                sweep.append({"alpha": alpha, "fusion_k": k, **scores[mode], "p50_ms": latency[mode]["p50_ms"]})
+                sweep.append(
+                    {"alpha": alpha, "fusion_k": k, **scores[mode], "p50_ms": latency[mode]["p50_ms"]}
+                )
         title = "fusion_k sweep through the API (hybrid_search_alpha, fusion_k)"
     else:
         vector, text = runs["vector"], runs["full text"]
@@ -241,8 +260,10 @@ def main(argv: list[str]) -> None:
             for k in FUSION_KS:
                 fused = {q: rrf([(alpha, vector[q]), (1 - alpha, text[q])], k) for q in vector}
                 sweep.append({"alpha": alpha, "k": k, **evaluate(fused, qrels)})
-        title = ("the server has no fusion_k: client-side weighted RRF over the API's vector and full-text "
-                 "rankings (top 100 each), an estimate")
+        title = (
+            "the server has no fusion_k: client-side weighted RRF over the API's vector and full-text "
+            "rankings (top 100 each), an estimate"
+        )
     print_table(title, sweep)
     exact_recall = None
     if not args.no_cache:  # the HNSW index against exact search over the same (real MiniLM) vectors
@@ -250,23 +271,52 @@ def main(argv: list[str]) -> None:
         positions = {t: i for i, (_, t) in enumerate(all_queries)}
         wanted = query_vectors[[positions[t] for _, t in queries]]
         exact = np.argsort(-(wanted @ doc_vectors.T), axis=1)[:, :10]
-        exact_recall = round(float(np.mean([
-            len({doc_ids[i] for i in exact[n]} & set(runs["vector"][query_id][:10])) / 10
-            for n, (query_id, _) in enumerate(queries)
-        ])), 4)
+        exact_recall = round(
+            float(
+                np.mean(
+                    [
+                        len({doc_ids[i] for i in exact[n]} & set(runs["vector"][query_id][:10])) / 10
+                        for n, (query_id, _) in enumerate(queries)
+                    ]
+                )
+            ),
+            4,
+        )
         print(f"\nvector search recall@10 against exact search over the same MiniLM vectors: {exact_recall}")
     if stub_embed is not None:
-        print(f"\nembedding cache: {stub_embed.hits:,} hits, {stub_embed.misses:,} misses (embedded with the model)")
-    write_result("beir", {
-        "model": MODEL, "dataset": "BEIR SciFact test", "quick": args.quick, "queries": len(queries),
-        "documents": len(corpus), "chunk_size": chunk_size, "limit": LIMIT, "embedding": embedding,
-        "embedding_cache": None if stub_embed is None else {"hits": stub_embed.hits, "misses": stub_embed.misses},
-        "ingest": {"seconds": round(ingest_s, 2), "counts": counts, "docs_per_s": round(len(corpus) / ingest_s, 1),
-                   "embedder": "local (in agentkb)" if args.no_cache else "cached vectors via stub"},
-        "scores": scores, "latency": latency, "vector_recall_at_10_vs_exact": exact_recall,
-        "fusion_sweep": sweep, "fusion_sweep_via_api": api_fusion_k, "reference": REFERENCE,
-        "table": table,
-    }, variant="quick" if args.quick else None)
+        print(
+            f"\nembedding cache: {stub_embed.hits:,} hits, {stub_embed.misses:,} misses (embedded with the model)"
+        )
+    write_result(
+        "beir",
+        {
+            "model": MODEL,
+            "dataset": "BEIR SciFact test",
+            "quick": args.quick,
+            "queries": len(queries),
+            "documents": len(corpus),
+            "chunk_size": chunk_size,
+            "limit": LIMIT,
+            "embedding": embedding,
+            "embedding_cache": None
+            if stub_embed is None
+            else {"hits": stub_embed.hits, "misses": stub_embed.misses},
+            "ingest": {
+                "seconds": round(ingest_s, 2),
+                "counts": counts,
+                "docs_per_s": round(len(corpus) / ingest_s, 1),
+                "embedder": "local (in agentkb)" if args.no_cache else "cached vectors via stub",
+            },
+            "scores": scores,
+            "latency": latency,
+            "vector_recall_at_10_vs_exact": exact_recall,
+            "fusion_sweep": sweep,
+            "fusion_sweep_via_api": api_fusion_k,
+            "reference": REFERENCE,
+            "table": table,
+        },
+        variant="quick" if args.quick else None,
+    )
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -27,11 +28,17 @@ def machine() -> dict[str, Any]:
     except OSError:
         pass
     versions = {}
-    for package in ("agentkb", "torch", "sentence-transformers", "pgvector", "psycopg", "fastapi", "chromadb"):
-        try:
+    for package in (
+        "agentkb",
+        "torch",
+        "sentence-transformers",
+        "pgvector",
+        "psycopg",
+        "fastapi",
+        "chromadb",
+    ):
+        with contextlib.suppress(metadata.PackageNotFoundError):
             versions[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            pass
     return {
         "cpu": cpu,
         "cpu_count": os.cpu_count(),
@@ -95,6 +102,7 @@ def write_result(name: str, payload: dict[str, Any], variant: str | None = None)
 
 # --- helpers shared by the KB benchmarks -------------------------------------------------------------
 
+
 def rate(count: float, seconds: float) -> float:
     """count / seconds, rounded for tables (nan for no time)."""
     return round(count / seconds, 1) if seconds > 0 else float("nan")
@@ -138,7 +146,7 @@ class TextGenerator:
         out: list[str] = []
         for block in range(0, n, 1000):
             self.rng = np.random.default_rng([self.seed, block // 1000])
-            out.extend(self._block(1000, chars)[:n - block])
+            out.extend(self._block(1000, chars)[: n - block])
         return out
 
     def _block(self, n: int, chars: int) -> list[str]:
@@ -147,11 +155,11 @@ class TextGenerator:
         lengths = self.rng.integers(6, 19, size=(n, per_text // 6)).tolist()
         out = []
         for t in range(n):
-            pool = words[t * per_text:(t + 1) * per_text]
+            pool = words[t * per_text : (t + 1) * per_text]
             sentences: list[str] = []
             size = start = 0
             for length in lengths[t]:
-                sentence = " ".join(pool[start:start + length]).capitalize() + "."
+                sentence = " ".join(pool[start : start + length]).capitalize() + "."
                 start += length
                 sentences.append(sentence)
                 size += len(sentence) + 1
@@ -164,8 +172,10 @@ class TextGenerator:
 def check(response: Any) -> Any:
     """Raise with the problem detail on a non-2xx httpx response; return it otherwise."""
     if response.status_code >= 300:
-        raise RuntimeError(f"{response.request.method} {response.request.url} -> {response.status_code}: "
-                           f"{response.text[:500]}")
+        raise RuntimeError(
+            f"{response.request.method} {response.request.url} -> {response.status_code}: "
+            f"{response.text[:500]}"
+        )
     return response
 
 

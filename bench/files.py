@@ -88,16 +88,26 @@ def time_parse(files: tuple[Path, Path], repeat: int) -> dict[str, Any]:
     seconds = statistics.median(runs)
     size = path.stat().st_size
     chars = sum(len(s.text) for s in parsed.sections)
-    return {"file": path.name, "bytes": size, "pages": parsed.page_count, "sections": len(parsed.sections),
-            "text_chars": chars, "seconds": seconds, "runs_s": [round(r, 3) for r in runs],
-            "mb_per_s": round(size / 1e6 / seconds, 2), "units_per_s": rate(parsed.page_count, seconds),
-            "chars_per_s": round(chars / seconds)}
+    return {
+        "file": path.name,
+        "bytes": size,
+        "pages": parsed.page_count,
+        "sections": len(parsed.sections),
+        "text_chars": chars,
+        "seconds": seconds,
+        "runs_s": [round(r, 3) for r in runs],
+        "mb_per_s": round(size / 1e6 / seconds, 2),
+        "units_per_s": rate(parsed.page_count, seconds),
+        "chars_per_s": round(chars / seconds),
+    }
 
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench files", description=__doc__.split("\n\n")[0])
     parser.add_argument("--mb", type=float, default=2.0, help="size of each generated file (MB)")
-    parser.add_argument("--repeat", type=int, help="parses of each file, the median kept; default 3 (--quick: 1)")
+    parser.add_argument(
+        "--repeat", type=int, help="parses of each file, the median kept; default 3 (--quick: 1)"
+    )
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args(argv)
     repeat = args.repeat or (1 if args.quick else 3)
@@ -109,16 +119,35 @@ def main(argv: list[str]) -> None:
     print(f"docx: {docx['sections']} sections in {docx['seconds']:.2f}s")
 
     table = [
-        {"file": f"PDF (fpdf2, text), {pdf['bytes'] / 1e6:.2f} MB", "units": f"{pdf['pages']:,} pages",
-         "seconds": round(pdf["seconds"], 2), "MB/s": pdf["mb_per_s"], "units/s": f"{pdf['units_per_s']} pages/s",
-         "text chars/s": f"{pdf['chars_per_s']:,}"},
-        {"file": f"DOCX (python-docx), {docx['bytes'] / 1e6:.2f} MB", "units": f"{docx['sections']:,} sections",
-         "seconds": round(docx["seconds"], 2), "MB/s": docx["mb_per_s"],
-         "units/s": f"{docx['units_per_s']} sections/s", "text chars/s": f"{docx['chars_per_s']:,}"},
+        {
+            "file": f"PDF (fpdf2, text), {pdf['bytes'] / 1e6:.2f} MB",
+            "units": f"{pdf['pages']:,} pages",
+            "seconds": round(pdf["seconds"], 2),
+            "MB/s": pdf["mb_per_s"],
+            "units/s": f"{pdf['units_per_s']} pages/s",
+            "text chars/s": f"{pdf['chars_per_s']:,}",
+        },
+        {
+            "file": f"DOCX (python-docx), {docx['bytes'] / 1e6:.2f} MB",
+            "units": f"{docx['sections']:,} sections",
+            "seconds": round(docx["seconds"], 2),
+            "MB/s": docx["mb_per_s"],
+            "units/s": f"{docx['units_per_s']} sections/s",
+            "text chars/s": f"{docx['chars_per_s']:,}",
+        },
     ]
     print_table(f"files: agentkb.ingest.files.parse.parse_file, median of {repeat}", table)
-    write_result("files", {"quick": args.quick, "target_mb": args.mb, "median_of": repeat, "pdf": pdf, "docx": docx,
-                           "table": table})
+    write_result(
+        "files",
+        {
+            "quick": args.quick,
+            "target_mb": args.mb,
+            "median_of": repeat,
+            "pdf": pdf,
+            "docx": docx,
+            "table": table,
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -52,6 +52,7 @@ SEED = 21
 
 # --- the load generator (its own process) --------------------------------------------------------------
 
+
 async def _load(spec: dict[str, Any]) -> dict[str, Any]:
     import psutil
 
@@ -119,14 +120,21 @@ def loadgen_main() -> None:
 
 def run_load(spec: dict[str, Any]) -> dict[str, Any]:
     """Run the load generator in a new process and return its result (see `_load`)."""
-    proc = subprocess.run([sys.executable, "-m", "bench.http", "--loadgen"], check=False, input=json.dumps(spec),
-                          capture_output=True, text=True, timeout=spec["duration_s"] + spec.get("warmup_s", 1) + 300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.http", "--loadgen"],
+        check=False,
+        input=json.dumps(spec),
+        capture_output=True,
+        text=True,
+        timeout=spec["duration_s"] + spec.get("warmup_s", 1) + 300,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"load generator failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout)
 
 
 # --- the benchmark ---------------------------------------------------------------------------------------
+
 
 def pg_sessions(data_dir: Path) -> int | None:
     """Sessions ended so far on the embedded PostgreSQL of a server (`pg_stat_database.sessions`, counted
@@ -136,8 +144,14 @@ def pg_sessions(data_dir: Path) -> int | None:
         import psycopg
 
         lines = (data_dir / "pg" / "postmaster.pid").read_text().splitlines()
-        with psycopg.connect(host=lines[4], port=lines[3], user="postgres", dbname="postgres",
-                             autocommit=True, connect_timeout=5) as conn:
+        with psycopg.connect(
+            host=lines[4],
+            port=lines[3],
+            user="postgres",
+            dbname="postgres",
+            autocommit=True,
+            connect_timeout=5,
+        ) as conn:
             row = conn.execute("SELECT sum(sessions) FROM pg_stat_database").fetchone()
         return int(row[0]) if row and row[0] is not None else None
     except Exception:  # noqa: BLE001 - an external PostgreSQL, or no permission: just not reported
@@ -154,14 +168,27 @@ def setup(client: Any, base: Any, stub: Any, agents: int, rows: int) -> None:
     from bench.ingest import create_kb, make_rows
 
     create_kb(client, base.kbs, KB, stub.embedding_model())
-    response = check(client.put(f"{base.kbs}/{KB}", json={"knowledge_base": {
-        "rows": make_rows(TextGenerator(seed=SEED).texts(rows))}}))
+    response = check(
+        client.put(
+            f"{base.kbs}/{KB}",
+            json={"knowledge_base": {"rows": make_rows(TextGenerator(seed=SEED).texts(rows))}},
+        )
+    )
     counts = ingest_counts(response.headers.get("x-agentkb-ingest"))
     if counts.get("chunks") != rows:
         raise RuntimeError(f"the KB got {counts} for {rows} rows")
     for i in range(agents):
-        check(client.post(f"{base}/api/projects/{PROJECT}/agents", json={"agent": {
-            "name": f"{AGENT_PREFIX}{i:02d}", "data": {"knowledge_bases": [f"{PROJECT}.{KB}"], "tables": []}}}))
+        check(
+            client.post(
+                f"{base}/api/projects/{PROJECT}/agents",
+                json={
+                    "agent": {
+                        "name": f"{AGENT_PREFIX}{i:02d}",
+                        "data": {"knowledge_bases": [f"{PROJECT}.{KB}"], "tables": []},
+                    }
+                },
+            )
+        )
 
 
 def main(argv: list[str]) -> None:
@@ -170,7 +197,9 @@ def main(argv: list[str]) -> None:
 
     parser = argparse.ArgumentParser(prog="python -m bench http", description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=float, help="seconds of load per endpoint (default 10; --quick 3)")
-    parser.add_argument("--max-requests", type=int, help="request cap per endpoint (default 50,000; --quick 10,000)")
+    parser.add_argument(
+        "--max-requests", type=int, help="request cap per endpoint (default 50,000; --quick 10,000)"
+    )
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--agents", type=int, default=20)
     parser.add_argument("--rows", type=int, default=48, help="rows in the agents' KB")
@@ -184,8 +213,11 @@ def main(argv: list[str]) -> None:
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     load_before = ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
-    print(f"http: {args.concurrency} concurrent clients, {duration:g}s per endpoint (cap {max_requests:,} requests), "
-          f"{args.agents} agents, KB of {args.rows} rows (stub embedder)", flush=True)
+    print(
+        f"http: {args.concurrency} concurrent clients, {duration:g}s per endpoint (cap {max_requests:,} requests), "
+        f"{args.agents} agents, KB of {args.rows} rows (stub embedder)",
+        flush=True,
+    )
     results: dict[str, Any] = {}
     profiles: dict[str, str] = {}
     with bench_stub() as stub, agentkb_server() as base, httpx.Client(timeout=60) as client:
@@ -195,23 +227,36 @@ def main(argv: list[str]) -> None:
         if len(listed) != args.agents:
             raise RuntimeError(f"listed {len(listed)} agents, expected {args.agents}")
         asked = questions(40)
-        probe = check(client.post(f"{agents_url}/{AGENT_PREFIX}00/completions",
-                                  json={"messages": [{"question": asked[0], "answer": None}]})).json()
+        probe = check(
+            client.post(
+                f"{agents_url}/{AGENT_PREFIX}00/completions",
+                json={"messages": [{"question": asked[0], "answer": None}]},
+            )
+        ).json()
         if not probe["message"]["content"].startswith("Based on the knowledge base"):
             raise RuntimeError(f"unexpected extractive answer: {probe['message']['content'][:300]}")
         list_bytes = len(check(client.get(agents_url)).content)
         endpoints = {
-            "list_agents": {"method": "GET", "url": agents_url, "label": f"GET .../agents ({args.agents} agents, "
-                                                                          f"{list_bytes / 1024:.1f} KiB)"},
+            "list_agents": {
+                "method": "GET",
+                "url": agents_url,
+                "label": f"GET .../agents ({args.agents} agents, {list_bytes / 1024:.1f} KiB)",
+            },
             "completion_extractive": {
-                "method": "POST", "url": "",
-                "urls": [f"{agents_url}/{AGENT_PREFIX}{i % args.agents:02d}/completions" for i in range(len(asked))],
+                "method": "POST",
+                "url": "",
+                "urls": [
+                    f"{agents_url}/{AGENT_PREFIX}{i % args.agents:02d}/completions" for i in range(len(asked))
+                ],
                 "bodies": [{"messages": [{"question": q, "answer": None}]} for q in asked],
-                "label": f"POST .../agents/{{a}}/completions (extractive, KB {args.rows} rows)"},
+                "label": f"POST .../agents/{{a}}/completions (extractive, KB {args.rows} rows)",
+            },
         }
         for name, endpoint in endpoints.items():
             spec = {k: v for k, v in endpoint.items() if k != "label"}
-            spec.update(concurrency=args.concurrency, duration_s=duration, max_requests=max_requests, warmup_s=warmup)
+            spec.update(
+                concurrency=args.concurrency, duration_s=duration, max_requests=max_requests, warmup_s=warmup
+            )
             profile = CACHE / "profiles" / f"http-{name}-{stamp}.txt" if args.profile else None
             embeds_before = stub.embedding_requests
             sessions = pg_sessions(base.data_dir)
@@ -224,40 +269,78 @@ def main(argv: list[str]) -> None:
             churn = after - sessions - 1 if after is not None and sessions is not None else None
             done = len(load["latencies_s"])
             results[name] = {
-                "label": endpoint["label"], "requests": done, "errors": load["errors"],
-                "error_samples": load["error_samples"], "statuses": load["statuses"],
-                "seconds": round(load["elapsed_s"], 3), "rps": rate(done, load["elapsed_s"]),
+                "label": endpoint["label"],
+                "requests": done,
+                "errors": load["errors"],
+                "error_samples": load["error_samples"],
+                "statuses": load["statuses"],
+                "seconds": round(load["elapsed_s"], 3),
+                "rps": rate(done, load["elapsed_s"]),
                 **summary_ms(load["latencies_s"]),
                 "server_cpu_ms_per_request": {k: round(1000 * v / max(done, 1), 3) for k, v in used.items()},
-                "server_cpu_s": used, "loadgen_cpu_s": load["loadgen_cpu_s"],
+                "server_cpu_s": used,
+                "loadgen_cpu_s": load["loadgen_cpu_s"],
                 "stub_embedding_requests": stub.embedding_requests - embeds_before,
                 "pg_connections_closed": churn,
             }
             if profile is not None and profile.exists():
                 profiles[name] = str(profile)
             r = results[name]
-            print(f"  {name}: {done:,} requests in {r['seconds']}s = {r['rps']} req/s, p50 {r['p50_ms']} ms, "
-                  f"p95 {r['p95_ms']} ms, errors {r['errors']}", flush=True)
+            print(
+                f"  {name}: {done:,} requests in {r['seconds']}s = {r['rps']} req/s, p50 {r['p50_ms']} ms, "
+                f"p95 {r['p95_ms']} ms, errors {r['errors']}",
+                flush=True,
+            )
 
-    table = [{"endpoint": r["label"], "clients": args.concurrency, "requests": r["requests"], "errors": r["errors"],
-              "req/s": r["rps"], "p50_ms": r["p50_ms"], "p95_ms": r["p95_ms"], "p99_ms": r["p99_ms"],
-              "server cpu ms/req (python + pg)": _cpu_cell(r["server_cpu_ms_per_request"]),
-              "pg connections closed": r["pg_connections_closed"],
-              "loadgen cpu s / wall s": f"{r['loadgen_cpu_s']} / {r['seconds']}"}
-             for r in results.values()]
-    print_table(f"http: {args.concurrency} concurrent httpx.AsyncClient workers on loopback, {duration:g}s per endpoint "
-                f"(load generator in its own process)", table)
-    print(f"\nmachine: {os.cpu_count()} CPUs shared by the server, its PostgreSQL, the stub and the load generator "
-          f"(load average before the run: {load_before})")
-    print("pg cpu counts live PostgreSQL processes only: connections closed during the load take their CPU with "
-          "them (n/a when the delta went negative)")
+    table = [
+        {
+            "endpoint": r["label"],
+            "clients": args.concurrency,
+            "requests": r["requests"],
+            "errors": r["errors"],
+            "req/s": r["rps"],
+            "p50_ms": r["p50_ms"],
+            "p95_ms": r["p95_ms"],
+            "p99_ms": r["p99_ms"],
+            "server cpu ms/req (python + pg)": _cpu_cell(r["server_cpu_ms_per_request"]),
+            "pg connections closed": r["pg_connections_closed"],
+            "loadgen cpu s / wall s": f"{r['loadgen_cpu_s']} / {r['seconds']}",
+        }
+        for r in results.values()
+    ]
+    print_table(
+        f"http: {args.concurrency} concurrent httpx.AsyncClient workers on loopback, {duration:g}s per endpoint "
+        f"(load generator in its own process)",
+        table,
+    )
+    print(
+        f"\nmachine: {os.cpu_count()} CPUs shared by the server, its PostgreSQL, the stub and the load generator "
+        f"(load average before the run: {load_before})"
+    )
+    print(
+        "pg cpu counts live PostgreSQL processes only: connections closed during the load take their CPU with "
+        "them (n/a when the delta went negative)"
+    )
     for name, path in profiles.items():
         print(f"\npy-spy of the server ({name}), {path}\n  % of samples in stack, % innermost, frame:")
         for frame, inclusive, own in top_frames(Path(path), 25, interesting=True):
             print(f"  {inclusive:5.1f} {own:5.1f}  {frame}")
-    write_result("http", {"quick": args.quick, "load_average_before": load_before, "concurrency": args.concurrency, "duration_s": duration,
-                          "max_requests": max_requests, "warmup_s": warmup, "agents": args.agents, "kb_rows": args.rows,
-                          "results": results, "table": table, "profiles": profiles})
+    write_result(
+        "http",
+        {
+            "quick": args.quick,
+            "load_average_before": load_before,
+            "concurrency": args.concurrency,
+            "duration_s": duration,
+            "max_requests": max_requests,
+            "warmup_s": warmup,
+            "agents": args.agents,
+            "kb_rows": args.rows,
+            "results": results,
+            "table": table,
+            "profiles": profiles,
+        },
+    )
 
 
 def _cpu_cell(per_request: dict[str, float]) -> str:

@@ -49,10 +49,19 @@ def make_rows(texts: list[str]) -> list[dict[str, Any]]:
     return [{"id": i, "body": text, "topic": f"topic{i % 16}"} for i, text in enumerate(texts)]
 
 
-def create_kb(client: httpx.Client, kbs: str, name: str, embedding_model: dict[str, Any] | None,
-              params: dict[str, Any] | None = None) -> None:
-    body: dict[str, Any] = {"name": name, "id_column": "id", "content_columns": ["body"],
-                            "metadata_columns": ["topic"]}
+def create_kb(
+    client: httpx.Client,
+    kbs: str,
+    name: str,
+    embedding_model: dict[str, Any] | None,
+    params: dict[str, Any] | None = None,
+) -> None:
+    body: dict[str, Any] = {
+        "name": name,
+        "id_column": "id",
+        "content_columns": ["body"],
+        "metadata_columns": ["topic"],
+    }
     if embedding_model is not None:
         body["embedding_model"] = embedding_model
     if params is not None:
@@ -60,12 +69,16 @@ def create_kb(client: httpx.Client, kbs: str, name: str, embedding_model: dict[s
     check(client.post(kbs, json={"knowledge_base": body}))
 
 
-def insert(client: httpx.Client, kbs: str, name: str, rows: list[dict[str, Any]], batch: int) -> tuple[float, dict[str, int]]:
+def insert(
+    client: httpx.Client, kbs: str, name: str, rows: list[dict[str, Any]], batch: int
+) -> tuple[float, dict[str, int]]:
     """PUT the rows in requests of `batch`; (seconds, summed X-Agentkb-Ingest counts)."""
     counts: dict[str, int] = {}
     started = time.perf_counter()
     for start in range(0, len(rows), batch):
-        response = check(client.put(f"{kbs}/{name}", json={"knowledge_base": {"rows": rows[start:start + batch]}}))
+        response = check(
+            client.put(f"{kbs}/{name}", json={"knowledge_base": {"rows": rows[start : start + batch]}})
+        )
         add_counts(counts, ingest_counts(response.headers.get("x-agentkb-ingest")))
     return time.perf_counter() - started, counts
 
@@ -94,8 +107,14 @@ def raw_embedder(texts: list[str]) -> dict[str, Any]:
     loaded, seconds, cpu, model = asyncio.run(run())
     tokenized = model.tokenizer(texts, truncation=True, max_length=model.max_seq_length)
     tokens = sum(len(ids) for ids in tokenized["input_ids"])
-    return {"chunks": len(texts), "seconds": seconds, "cpu_s": round(cpu, 2), "tokens": tokens, "load_s": loaded,
-            "max_seq_length": model.max_seq_length}
+    return {
+        "chunks": len(texts),
+        "seconds": seconds,
+        "cpu_s": round(cpu, 2),
+        "tokens": tokens,
+        "load_s": loaded,
+        "max_seq_length": model.max_seq_length,
+    }
 
 
 def chroma_add(texts: list[str], batch: int) -> dict[str, Any] | None:
@@ -109,23 +128,33 @@ def chroma_add(texts: list[str], batch: int) -> dict[str, Any] | None:
     directory = tempfile.mkdtemp(prefix="chroma-bench-")
     try:
         started = time.perf_counter()
-        function = SentenceTransformerEmbeddingFunction(model_name=resolve_model(MODEL), device="cpu",
-                                                        normalize_embeddings=True)
+        function = SentenceTransformerEmbeddingFunction(
+            model_name=resolve_model(MODEL), device="cpu", normalize_embeddings=True
+        )
         function(texts[:32])  # load and warm up, as for agentkb
         loaded = time.perf_counter() - started
         client = chromadb.PersistentClient(path=directory)
-        collection = client.create_collection("bench_ingest", embedding_function=function,
-                                              metadata={"hnsw:space": "cosine"})
+        collection = client.create_collection(
+            "bench_ingest", embedding_function=function, metadata={"hnsw:space": "cosine"}
+        )
         cpu = own_cpu()
         started = time.perf_counter()
         for start in range(0, len(texts), batch):
-            part = texts[start:start + batch]
-            collection.add(ids=[str(start + i) for i in range(len(part))], documents=part,
-                           metadatas=[{"topic": f"topic{(start + i) % 16}"} for i in range(len(part))])
+            part = texts[start : start + batch]
+            collection.add(
+                ids=[str(start + i) for i in range(len(part))],
+                documents=part,
+                metadatas=[{"topic": f"topic{(start + i) % 16}"} for i in range(len(part))],
+            )
         seconds = time.perf_counter() - started
         cpu = own_cpu() - cpu
-        return {"chunks": collection.count(), "seconds": seconds, "cpu_s": round(cpu, 2), "load_s": loaded,
-                "version": chromadb.__version__}
+        return {
+            "chunks": collection.count(),
+            "seconds": seconds,
+            "cpu_s": round(cpu, 2),
+            "load_s": loaded,
+            "version": chromadb.__version__,
+        }
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 
@@ -133,12 +162,15 @@ def chroma_add(texts: list[str], batch: int) -> dict[str, Any] | None:
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench ingest", description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, help="rows for the stub-embedder runs (c, d); default 10,000")
-    parser.add_argument("--local-rows", type=int, help="rows for the local-model runs (a, b, e); default 2,000")
+    parser.add_argument(
+        "--local-rows", type=int, help="rows for the local-model runs (a, b, e); default 2,000"
+    )
     parser.add_argument("--batch", type=int, default=1000, help="rows per PUT request (and per Chroma add)")
     parser.add_argument("--quick", action="store_true", help="1,000 stub rows, 500 local rows")
     parser.add_argument("--no-chroma", action="store_true")
-    parser.add_argument("--profile", action="store_true",
-                        help="py-spy the server during (b)-(d) into bench/.cache/profiles/")
+    parser.add_argument(
+        "--profile", action="store_true", help="py-spy the server during (b)-(d) into bench/.cache/profiles/"
+    )
     args = parser.parse_args(argv)
     rows_n = args.rows or (1000 if args.quick else 10_000)
     local_n = args.local_rows or (500 if args.quick else 2000)
@@ -149,8 +181,10 @@ def main(argv: list[str]) -> None:
     rows = make_rows(texts)
     local_texts = texts[:local_n]
     chars = sum(map(len, texts)) / len(texts)
-    print(f"ingest: {rows_n:,} stub rows, {local_n:,} local-model rows, ~{chars:.0f} characters each, "
-          f"{args.batch:,} rows per request")
+    print(
+        f"ingest: {rows_n:,} stub rows, {local_n:,} local-model rows, ~{chars:.0f} characters each, "
+        f"{args.batch:,} rows per request"
+    )
 
     raw = raw_embedder(local_texts)
     print(f"(a) raw embedder: {raw['chunks']} chunks in {raw['seconds']:.1f}s")
@@ -194,34 +228,64 @@ def main(argv: list[str]) -> None:
         return f"{used['server_python_cpu_s']:.1f} + pg {used['postgres_cpu_s']:.1f}"
 
     table = [
-        {"phase": "(a) raw LocalEmbedder.embed_documents", "items": f"{raw['chunks']:,} chunks",
-         "wall_s": round(raw["seconds"], 2), "cpu_s": f"{raw['cpu_s']:.1f}",
-         "throughput": f"{rate(raw['chunks'], raw['seconds'])} chunks/s, {rate(raw['tokens'], raw['seconds']):,} tokens/s",
-         "ratio": "1.00 (baseline)"},
-        {"phase": "(b) agentkb PUT, local model", "items": f"{local_chunks:,} chunks",
-         "wall_s": round(local_s, 2), "cpu_s": cpu_text(local_cpu),
-         "throughput": f"{rate(local_chunks, local_s)} chunks/s", "ratio": f"{local_cps / raw_cps:.2f} of raw"},
-        {"phase": "(c) agentkb PUT, stub embedder", "items": f"{stub_counts.get('documents', 0):,} rows",
-         "wall_s": round(stub_s, 2), "cpu_s": cpu_text(stub_cpu),
-         "throughput": f"{rate(stub_counts.get('documents', 0), stub_s)} rows/s", "ratio": "target ≥ 5,000 rows/s"},
-        {"phase": "(d) re-insert unchanged rows", "items": f"{again_counts.get('documents', 0):,} rows",
-         "wall_s": round(again_s, 2), "cpu_s": cpu_text(again_cpu),
-         "throughput": f"{rate(again_counts.get('documents', 0), again_s)} rows/s",
-         "ratio": f"{stub_s / again_s:.1f}× faster than (c) (target ≥ 50×)"},
+        {
+            "phase": "(a) raw LocalEmbedder.embed_documents",
+            "items": f"{raw['chunks']:,} chunks",
+            "wall_s": round(raw["seconds"], 2),
+            "cpu_s": f"{raw['cpu_s']:.1f}",
+            "throughput": f"{rate(raw['chunks'], raw['seconds'])} chunks/s, {rate(raw['tokens'], raw['seconds']):,} tokens/s",
+            "ratio": "1.00 (baseline)",
+        },
+        {
+            "phase": "(b) agentkb PUT, local model",
+            "items": f"{local_chunks:,} chunks",
+            "wall_s": round(local_s, 2),
+            "cpu_s": cpu_text(local_cpu),
+            "throughput": f"{rate(local_chunks, local_s)} chunks/s",
+            "ratio": f"{local_cps / raw_cps:.2f} of raw",
+        },
+        {
+            "phase": "(c) agentkb PUT, stub embedder",
+            "items": f"{stub_counts.get('documents', 0):,} rows",
+            "wall_s": round(stub_s, 2),
+            "cpu_s": cpu_text(stub_cpu),
+            "throughput": f"{rate(stub_counts.get('documents', 0), stub_s)} rows/s",
+            "ratio": "target ≥ 5,000 rows/s",
+        },
+        {
+            "phase": "(d) re-insert unchanged rows",
+            "items": f"{again_counts.get('documents', 0):,} rows",
+            "wall_s": round(again_s, 2),
+            "cpu_s": cpu_text(again_cpu),
+            "throughput": f"{rate(again_counts.get('documents', 0), again_s)} rows/s",
+            "ratio": f"{stub_s / again_s:.1f}× faster than (c) (target ≥ 50×)",
+        },
     ]
     if chroma is not None:
         chroma_cps = chroma["chunks"] / chroma["seconds"]
-        table.append({"phase": f"(e) Chroma {chroma['version']} collection.add, same model",
-                      "items": f"{chroma['chunks']:,} chunks", "wall_s": round(chroma["seconds"], 2),
-                      "cpu_s": f"{chroma['cpu_s']:.1f}",
-                      "throughput": f"{rate(chroma['chunks'], chroma['seconds'])} chunks/s",
-                      "ratio": f"agentkb/Chroma = {local_cps / chroma_cps:.2f}"})
-    print_table(f"ingest: {MODEL} (local, CPU) and the instant stub embedder; rows of ~{chars:.0f} characters, "
-                f"{args.batch:,} rows per request", table)
-    print("\ncpu_s: CPU seconds used: this process for (a) and (e); the server's Python process + its PostgreSQL "
-          "processes for (b)-(d)")
-    print(f"mean tokens per chunk: {raw['tokens'] / raw['chunks']:.0f} (max_seq_length {raw['max_seq_length']}); "
-          f"model load: {raw['load_s']:.1f}s in-process, {warm_s:.1f}s for the server's first (8-row) insert")
+        table.append(
+            {
+                "phase": f"(e) Chroma {chroma['version']} collection.add, same model",
+                "items": f"{chroma['chunks']:,} chunks",
+                "wall_s": round(chroma["seconds"], 2),
+                "cpu_s": f"{chroma['cpu_s']:.1f}",
+                "throughput": f"{rate(chroma['chunks'], chroma['seconds'])} chunks/s",
+                "ratio": f"agentkb/Chroma = {local_cps / chroma_cps:.2f}",
+            }
+        )
+    print_table(
+        f"ingest: {MODEL} (local, CPU) and the instant stub embedder; rows of ~{chars:.0f} characters, "
+        f"{args.batch:,} rows per request",
+        table,
+    )
+    print(
+        "\ncpu_s: CPU seconds used: this process for (a) and (e); the server's Python process + its PostgreSQL "
+        "processes for (b)-(d)"
+    )
+    print(
+        f"mean tokens per chunk: {raw['tokens'] / raw['chunks']:.0f} (max_seq_length {raw['max_seq_length']}); "
+        f"model load: {raw['load_s']:.1f}s in-process, {warm_s:.1f}s for the server's first (8-row) insert"
+    )
     print(f"server counts: (b) {local_counts}\n  (c) {stub_counts}\n  (d) {again_counts}")
     print(f"stub: {stub_texts:,} texts embedded, {stub_embed_s:.2f}s computing vectors")
     profiles_out = {}
@@ -230,30 +294,61 @@ def main(argv: list[str]) -> None:
             path = profiles / f"ingest-{phase}-{stamp}.txt"
             if path.exists():
                 profiles_out[phase] = str(path)
-                print(f"\npy-spy of the server ({phase}), {path}\n  % of samples in stack, % innermost, frame:")
+                print(
+                    f"\npy-spy of the server ({phase}), {path}\n  % of samples in stack, % innermost, frame:"
+                )
                 for frame, inclusive, own in top_frames(path, 25, interesting=True):
                     print(f"  {inclusive:5.1f} {own:5.1f}  {frame}")
-    write_result("ingest", {
-        "model": MODEL,
-        "stub_embedder": "bench.stubs.HashedBow (384-d)",
-        "quick": args.quick,
-        "rows": rows_n,
-        "local_rows": local_n,
-        "rows_per_request": args.batch,
-        "mean_chars": round(chars, 1),
-        "raw_embedder": {**raw, "chunks_per_s": round(raw_cps, 1), "tokens_per_s": round(raw["tokens"] / raw["seconds"], 1)},
-        "agentkb_local": {"seconds": local_s, "cpu": local_cpu, "counts": local_counts, "chunks_per_s": round(local_cps, 1),
-                          "ratio_to_raw": round(local_cps / raw_cps, 3), "server_model_load_s": warm_s},
-        "agentkb_stub": {"seconds": stub_s, "cpu": stub_cpu, "counts": stub_counts,
-                         "rows_per_s": round(stub_counts.get("documents", 0) / stub_s, 1),
-                         "stub_embed_s": stub_embed_s, "stub_texts": stub_texts},
-        "reinsert": {"seconds": again_s, "cpu": again_cpu, "counts": again_counts, "speedup": round(stub_s / again_s, 1)},
-        "kb_after": {k: stored.get(k) for k in ("document_count", "chunk_count")},
-        "chroma": None if chroma is None else {**chroma, "chunks_per_s": round(chroma["chunks"] / chroma["seconds"], 1),
-                                               "agentkb_over_chroma": round(local_cps / (chroma["chunks"] / chroma["seconds"]), 3)},
-        "profiles": profiles_out,
-        "table": table,
-    }, variant="quick" if args.quick else None)
+    write_result(
+        "ingest",
+        {
+            "model": MODEL,
+            "stub_embedder": "bench.stubs.HashedBow (384-d)",
+            "quick": args.quick,
+            "rows": rows_n,
+            "local_rows": local_n,
+            "rows_per_request": args.batch,
+            "mean_chars": round(chars, 1),
+            "raw_embedder": {
+                **raw,
+                "chunks_per_s": round(raw_cps, 1),
+                "tokens_per_s": round(raw["tokens"] / raw["seconds"], 1),
+            },
+            "agentkb_local": {
+                "seconds": local_s,
+                "cpu": local_cpu,
+                "counts": local_counts,
+                "chunks_per_s": round(local_cps, 1),
+                "ratio_to_raw": round(local_cps / raw_cps, 3),
+                "server_model_load_s": warm_s,
+            },
+            "agentkb_stub": {
+                "seconds": stub_s,
+                "cpu": stub_cpu,
+                "counts": stub_counts,
+                "rows_per_s": round(stub_counts.get("documents", 0) / stub_s, 1),
+                "stub_embed_s": stub_embed_s,
+                "stub_texts": stub_texts,
+            },
+            "reinsert": {
+                "seconds": again_s,
+                "cpu": again_cpu,
+                "counts": again_counts,
+                "speedup": round(stub_s / again_s, 1),
+            },
+            "kb_after": {k: stored.get(k) for k in ("document_count", "chunk_count")},
+            "chroma": None
+            if chroma is None
+            else {
+                **chroma,
+                "chunks_per_s": round(chroma["chunks"] / chroma["seconds"], 1),
+                "agentkb_over_chroma": round(local_cps / (chroma["chunks"] / chroma["seconds"]), 3),
+            },
+            "profiles": profiles_out,
+            "table": table,
+        },
+        variant="quick" if args.quick else None,
+    )
 
 
 if __name__ == "__main__":

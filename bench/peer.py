@@ -43,20 +43,31 @@ SEED = 41
 
 def _ok(response: httpx.Response, what: str) -> httpx.Response:
     if response.status_code >= 300:
-        raise RuntimeError(f"{what}: {response.request.method} {response.request.url} -> {response.status_code}: "
-                           f"{response.text[:500]}")
+        raise RuntimeError(
+            f"{what}: {response.request.method} {response.request.url} -> {response.status_code}: "
+            f"{response.text[:500]}"
+        )
     return response
 
 
 def _sql(client: httpx.Client, base: str, query: str) -> dict[str, Any]:
-    answer = _ok(client.post(f"{base}/api/sql/query", json={"query": query, "context": {"db": PROJECT}}), "SQL").json()
+    answer = _ok(
+        client.post(f"{base}/api/sql/query", json={"query": query, "context": {"db": PROJECT}}), "SQL"
+    ).json()
     if answer.get("type") == "error":
         raise RuntimeError(f"SQL {query[:120]!r}: {answer.get('error_message')}")
     return answer
 
 
-def workload(base: str, stub: OpenAIStub, rows: list[dict[str, Any]], batch: int, queries: list[str],
-             completions: int, questions: list[str]) -> dict[str, Any]:
+def workload(
+    base: str,
+    stub: OpenAIStub,
+    rows: list[dict[str, Any]],
+    batch: int,
+    queries: list[str],
+    completions: int,
+    questions: list[str],
+) -> dict[str, Any]:
     """The workload against one server at `base`; timings and checks."""
     out: dict[str, Any] = {}
     kbs = f"{base}/api/projects/{PROJECT}/knowledge_bases"
@@ -67,9 +78,21 @@ def workload(base: str, stub: OpenAIStub, rows: list[dict[str, Any]], batch: int
         client.delete(f"{kbs}/{KB}")
 
         started = time.perf_counter()
-        _ok(client.post(kbs, json={"knowledge_base": {
-            "name": KB, "embedding_model": stub.embedding_model(), "id_column": "id", "content_columns": ["body"],
-            "metadata_columns": ["topic"]}}), "create KB")
+        _ok(
+            client.post(
+                kbs,
+                json={
+                    "knowledge_base": {
+                        "name": KB,
+                        "embedding_model": stub.embedding_model(),
+                        "id_column": "id",
+                        "content_columns": ["body"],
+                        "metadata_columns": ["topic"],
+                    }
+                },
+            ),
+            "create KB",
+        )
         out["create_kb_ms"] = round((time.perf_counter() - started) * 1000, 2)
 
         puts: list[float] = []
@@ -77,12 +100,23 @@ def workload(base: str, stub: OpenAIStub, rows: list[dict[str, Any]], batch: int
         started = time.perf_counter()
         for start in range(0, len(rows), batch):
             t = time.perf_counter()
-            _ok(client.put(f"{kbs}/{KB}", json={"knowledge_base": {"rows": rows[start:start + batch]}}), "insert")
+            _ok(
+                client.put(f"{kbs}/{KB}", json={"knowledge_base": {"rows": rows[start : start + batch]}}),
+                "insert",
+            )
             puts.append(time.perf_counter() - t)
         seconds = time.perf_counter() - started
-        out["insert"] = {"rows": len(rows), "seconds": round(seconds, 3), "rows_per_s": rate(len(rows), seconds),
-                         "put": summary_ms(puts), "stub_texts_embedded": stub.texts - embeds}
-        print(f"    inserted {len(rows):,} rows in {seconds:.1f}s ({out['insert']['rows_per_s']} rows/s)", flush=True)
+        out["insert"] = {
+            "rows": len(rows),
+            "seconds": round(seconds, 3),
+            "rows_per_s": rate(len(rows), seconds),
+            "put": summary_ms(puts),
+            "stub_texts_embedded": stub.texts - embeds,
+        }
+        print(
+            f"    inserted {len(rows):,} rows in {seconds:.1f}s ({out['insert']['rows_per_s']} rows/s)",
+            flush=True,
+        )
 
         for q in queries[:5]:  # warm-up
             _sql(client, base, f"SELECT * FROM {PROJECT}.{KB} WHERE content = '{q}' LIMIT 10")
@@ -95,13 +129,27 @@ def workload(base: str, stub: OpenAIStub, rows: list[dict[str, Any]], batch: int
             latencies.append(time.perf_counter() - t)
             empty += not answer.get("data")
         seconds = time.perf_counter() - started
-        out["search"] = {**summary_ms(latencies), "queries": len(queries), "qps": rate(len(queries), seconds),
-                         "empty_answers": empty}
+        out["search"] = {
+            **summary_ms(latencies),
+            "queries": len(queries),
+            "qps": rate(len(queries), seconds),
+            "empty_answers": empty,
+        }
         print(f"    {len(queries)} SQL KB searches: p50 {out['search']['p50_ms']} ms", flush=True)
 
-        _ok(client.post(agents, json={"agent": {
-            "name": AGENT, "model": stub.chat_model(),
-            "data": {"knowledge_bases": [f"{PROJECT}.{KB}"], "tables": []}}}), "create agent")
+        _ok(
+            client.post(
+                agents,
+                json={
+                    "agent": {
+                        "name": AGENT,
+                        "model": stub.chat_model(),
+                        "data": {"knowledge_bases": [f"{PROJECT}.{KB}"], "tables": []},
+                    }
+                },
+            ),
+            "create agent",
+        )
         streamer = Client(base)
         try:
             body = {"messages": [{"question": questions[0], "answer": None}]}
@@ -121,11 +169,19 @@ def workload(base: str, stub: OpenAIStub, rows: list[dict[str, Any]], batch: int
                 sequences[",".join(kinds)] = sequences.get(",".join(kinds), 0) + 1
         finally:
             streamer.close()
-        out["stream"] = {"completions": completions, "start": summary_ms(first), "end": summary_ms(end),
-                         "with_output": outputs, "chunk_sequences": sequences,
-                         "stub_chat_requests": stub.chat_requests - chats}
-        print(f"    {completions} streamed completions: start p50 {out['stream']['start']['p50_ms']} ms, "
-              f"end p50 {out['stream']['end']['p50_ms']} ms, sequences {sequences}", flush=True)
+        out["stream"] = {
+            "completions": completions,
+            "start": summary_ms(first),
+            "end": summary_ms(end),
+            "with_output": outputs,
+            "chunk_sequences": sequences,
+            "stub_chat_requests": stub.chat_requests - chats,
+        }
+        print(
+            f"    {completions} streamed completions: start p50 {out['stream']['start']['p50_ms']} ms, "
+            f"end p50 {out['stream']['end']['p50_ms']} ms, sequences {sequences}",
+            flush=True,
+        )
 
         client.delete(f"{agents}/{AGENT}")
         client.delete(f"{kbs}/{KB}")
@@ -138,13 +194,17 @@ def main(argv: list[str]) -> None:
     from bench.server import agentkb_server, cpu_delta, cpu_seconds
 
     parser = argparse.ArgumentParser(prog="python -m bench peer", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--peer-url", help="base URL of a running MindsDB-compatible server (none: agentkb only)")
+    parser.add_argument(
+        "--peer-url", help="base URL of a running MindsDB-compatible server (none: agentkb only)"
+    )
     parser.add_argument("--rows", type=int, help="rows to insert (default 10,000; --quick 2,000)")
     parser.add_argument("--batch", type=int, default=1000, help="rows per PUT")
     parser.add_argument("--searches", type=int, default=200)
     parser.add_argument("--completions", type=int, default=20)
     parser.add_argument("--stub-host", default="127.0.0.1", help="address the stubs listen on")
-    parser.add_argument("--stub-public-host", help="host name the servers reach the stubs at (default: --stub-host)")
+    parser.add_argument(
+        "--stub-public-host", help="host name the servers reach the stubs at (default: --stub-host)"
+    )
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args(argv)
     n = args.rows or (2000 if args.quick else 10_000)
@@ -154,12 +214,18 @@ def main(argv: list[str]) -> None:
     rows = make_rows(texts)
     queries = [q.replace("'", "") for q in make_queries(texts, args.searches, seed=SEED + 1)]
     questions = [q.replace("'", "") for q in make_queries(texts, args.completions + 1, seed=SEED + 2)]
-    print(f"peer: {n:,} rows in PUTs of {args.batch:,}, {args.searches} SQL KB searches, {args.completions} streamed "
-          f"completions; peer {args.peer_url or 'not given'}", flush=True)
+    print(
+        f"peer: {n:,} rows in PUTs of {args.batch:,}, {args.searches} SQL KB searches, {args.completions} streamed "
+        f"completions; peer {args.peer_url or 'not given'}",
+        flush=True,
+    )
 
     results: dict[str, Any] = {}
-    with bench_stub(chat_script=kb_tool_then_answer(f"{PROJECT}.{KB}"), bind=args.stub_host,
-                  public_host=args.stub_public_host) as stub:
+    with bench_stub(
+        chat_script=kb_tool_then_answer(f"{PROJECT}.{KB}"),
+        bind=args.stub_host,
+        public_host=args.stub_public_host,
+    ) as stub:
         print(f"  stubs at {stub.url}", flush=True)
         print("  agentkb:", flush=True)
         with agentkb_server() as base:
@@ -170,18 +236,32 @@ def main(argv: list[str]) -> None:
             print(f"  peer {args.peer_url}:", flush=True)
             peer_base = args.peer_url.rstrip("/")
             status = httpx.get(f"{peer_base}/api/status", timeout=30)
-            results["peer"] = workload(peer_base, stub, rows, args.batch, queries, args.completions, questions)
+            results["peer"] = workload(
+                peer_base, stub, rows, args.batch, queries, args.completions, questions
+            )
             results["peer"]["status"] = status.json() if status.status_code == 200 else status.status_code
 
     a, p = results["agentkb"], results.get("peer")
     metrics = [
         ("create KB (ms)", lambda r: r["create_kb_ms"], "lower"),
-        (f"insert {n:,} rows, PUTs of {args.batch:,} (rows/s)", lambda r: r["insert"]["rows_per_s"], "higher"),
+        (
+            f"insert {n:,} rows, PUTs of {args.batch:,} (rows/s)",
+            lambda r: r["insert"]["rows_per_s"],
+            "higher",
+        ),
         ("insert: one PUT p50 (ms)", lambda r: r["insert"]["put"]["p50_ms"], "lower"),
-        (f"SQL KB search LIMIT 10 p50 (ms), {args.searches} sequential", lambda r: r["search"]["p50_ms"], "lower"),
+        (
+            f"SQL KB search LIMIT 10 p50 (ms), {args.searches} sequential",
+            lambda r: r["search"]["p50_ms"],
+            "lower",
+        ),
         ("SQL KB search p95 (ms)", lambda r: r["search"]["p95_ms"], "lower"),
         ("SQL KB search (queries/s)", lambda r: r["search"]["qps"], "higher"),
-        (f"stream: first data: line p50 (ms), {args.completions} runs", lambda r: r["stream"]["start"]["p50_ms"], "lower"),
+        (
+            f"stream: first data: line p50 (ms), {args.completions} runs",
+            lambda r: r["stream"]["start"]["p50_ms"],
+            "lower",
+        ),
         ("stream: end chunk p50 (ms)", lambda r: r["stream"]["end"]["p50_ms"], "lower"),
         ("stream: end chunk p95 (ms)", lambda r: r["stream"]["end"]["p95_ms"], "lower"),
     ]
@@ -190,17 +270,37 @@ def main(argv: list[str]) -> None:
         mine = get(a)
         theirs = get(p) if p else None
         ratio = round(mine / theirs, 3) if theirs else None
-        table.append({"measure": label, "agentkb": mine, "peer": theirs if p else "not measured",
-                      "agentkb / peer": ratio if ratio is not None else "n/a",
-                      "agentkb better when": "ratio > 1" if better == "higher" else "ratio < 1"})
+        table.append(
+            {
+                "measure": label,
+                "agentkb": mine,
+                "peer": theirs if p else "not measured",
+                "agentkb / peer": ratio if ratio is not None else "n/a",
+                "agentkb better when": "ratio > 1" if better == "higher" else "ratio < 1",
+            }
+        )
     print_table(f"peer: agentkb vs {args.peer_url or '(no peer)'}, same workload, same instant stubs", table)
     print(f"\nmachine: {os.cpu_count()} CPUs (load average before the run: {load_before})")
     if not p:
-        print("\nthe peer was not measured (no --peer-url): agentkb only. Start a MindsDB-compatible server and "
-              "pass --peer-url to compare.")
-    write_result("peer", {"quick": args.quick, "load_average_before": load_before, "rows": n, "batch": args.batch, "searches": args.searches,
-                          "completions": args.completions, "peer_url": args.peer_url,
-                          "peer_measured": bool(p), "results": results, "table": table})
+        print(
+            "\nthe peer was not measured (no --peer-url): agentkb only. Start a MindsDB-compatible server and "
+            "pass --peer-url to compare."
+        )
+    write_result(
+        "peer",
+        {
+            "quick": args.quick,
+            "load_average_before": load_before,
+            "rows": n,
+            "batch": args.batch,
+            "searches": args.searches,
+            "completions": args.completions,
+            "peer_url": args.peer_url,
+            "peer_measured": bool(p),
+            "results": results,
+            "table": table,
+        },
+    )
 
 
 if __name__ == "__main__":

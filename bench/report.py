@@ -39,10 +39,14 @@ def main(argv: list[str]) -> None:
             data = json.loads(path.read_text())
             machine = data.get("machine", {})
             rows = data.get("table") or data.get("runs") or []
-            out += [f"## {name}{' (quick)' if '-quick-' in path.name else ''}", "",
-                    f"`python -m bench {name}{' --quick' if data.get('quick') else ''}` — "
-                    f"{data.get('when', '')[:19]} UTC, {machine.get('cpu', '?')}, {machine.get('cpu_count', '?')} CPUs"
-                    + (f", model {data['model']}" if data.get("model") else ""), ""]
+            out += [
+                f"## {name}{' (quick)' if '-quick-' in path.name else ''}",
+                "",
+                f"`python -m bench {name}{' --quick' if data.get('quick') else ''}` — "
+                f"{data.get('when', '')[:19]} UTC, {machine.get('cpu', '?')}, {machine.get('cpu_count', '?')} CPUs"
+                + (f", model {data['model']}" if data.get("model") else ""),
+                "",
+            ]
             out += _table(rows) if rows else ["(no table)"]
             out.append("")
     DOC.write_text("\n".join(out))

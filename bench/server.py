@@ -67,7 +67,9 @@ def agentkb_server(
     log = log_path.open("ab")
     proc = subprocess.Popen(
         [sys.executable, "-m", "agentkb", "serve", "--data-dir", str(data_dir), "--port", str(port)],
-        env=child_env, stdout=log, stderr=subprocess.STDOUT,
+        env=child_env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     base = Server(f"http://127.0.0.1:{port}")
     base.proc, base.data_dir, base.log_path = proc, data_dir, log_path
@@ -82,7 +84,9 @@ def agentkb_server(
             if proc.poll() is not None:
                 raise RuntimeError(f"agentkb serve exited with {proc.returncode}; log:\n{_tail(log_path)}")
             if time.monotonic() - started > startup_timeout:
-                raise RuntimeError(f"agentkb serve not ready after {startup_timeout:.0f}s; log:\n{_tail(log_path)}")
+                raise RuntimeError(
+                    f"agentkb serve not ready after {startup_timeout:.0f}s; log:\n{_tail(log_path)}"
+                )
             time.sleep(0.05)
         yield base
     finally:
@@ -114,9 +118,21 @@ def py_spy(pid: int, path: Path | None, rate: int = 200) -> Iterator[None]:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     proc = subprocess.Popen(
-        ["py-spy", "record", "--pid", str(pid), "--format", "raw", "--rate", str(rate), "--output", str(path),
-         "--nonblocking"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            "py-spy",
+            "record",
+            "--pid",
+            str(pid),
+            "--format",
+            "raw",
+            "--rate",
+            str(rate),
+            "--output",
+            str(path),
+            "--nonblocking",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     time.sleep(0.5)
     try:
@@ -129,8 +145,20 @@ def py_spy(pid: int, path: Path | None, rate: int = 200) -> Iterator[None]:
             proc.kill()
 
 
-_BORING = ("runpy", "threading.py", "typer/", "uvicorn/", "starlette/", "fastapi/", "asyncio/", "anyio/",
-           "concurrent/futures", "agentkb/cli.py", "agentkb/__main__.py", "agentkb/api/middleware.py")
+_BORING = (
+    "runpy",
+    "threading.py",
+    "typer/",
+    "uvicorn/",
+    "starlette/",
+    "fastapi/",
+    "asyncio/",
+    "anyio/",
+    "concurrent/futures",
+    "agentkb/cli.py",
+    "agentkb/__main__.py",
+    "agentkb/api/middleware.py",
+)
 
 
 def top_frames(path: Path, n: int = 15, interesting: bool = False) -> list[tuple[str, float, float]]:
@@ -152,7 +180,9 @@ def top_frames(path: Path, n: int = 15, interesting: bool = False) -> list[tuple
         own[frames[-1]] += samples
     if not total:
         return []
-    ranked = [(f, c) for f, c in inclusive.most_common() if not (interesting and any(b in f for b in _BORING))]
+    ranked = [
+        (f, c) for f, c in inclusive.most_common() if not (interesting and any(b in f for b in _BORING))
+    ]
     return [(f, round(100 * c / total, 1), round(100 * own[f] / total, 1)) for f, c in ranked[:n]]
 
 

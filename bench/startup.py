@@ -41,7 +41,9 @@ def one_start(data_dir: Path) -> dict[str, Any]:
     started = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-m", "agentkb", "serve", "--data-dir", str(data_dir), "--port", str(port)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         while True:
@@ -55,7 +57,11 @@ def one_start(data_dir: Path) -> dict[str, Any]:
         ready = time.perf_counter() - started
         httpx.get(f"http://127.0.0.1:{port}/api/projects/mindsdb/agents")
         server_mb, pg_mb = _tree_rss_mb(psutil.Process(proc.pid), data_dir / "pg")
-        return {"ready_s": round(ready, 2), "server_rss_mb": round(server_mb), "postgres_rss_mb": round(pg_mb)}
+        return {
+            "ready_s": round(ready, 2),
+            "server_rss_mb": round(server_mb),
+            "postgres_rss_mb": round(pg_mb),
+        }
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
@@ -70,7 +76,14 @@ def main(argv: list[str]) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             fresh = one_start(Path(tmp))
             restart = one_start(Path(tmp))
-        rows.append({"run": i + 1, "fresh_ready_s": fresh["ready_s"], "restart_ready_s": restart["ready_s"],
-                     "server_rss_mb": restart["server_rss_mb"], "postgres_rss_mb": restart["postgres_rss_mb"]})
+        rows.append(
+            {
+                "run": i + 1,
+                "fresh_ready_s": fresh["ready_s"],
+                "restart_ready_s": restart["ready_s"],
+                "server_rss_mb": restart["server_rss_mb"],
+                "postgres_rss_mb": restart["postgres_rss_mb"],
+            }
+        )
     print_table("startup: `agentkb serve` to first 200 from /api/status", rows)
     write_result("startup", {"runs": rows})

@@ -99,7 +99,11 @@ class HashedBow:
                 columns.extend(self._bucket.get(w) or self._row(w) for w in words)
             indptr.append(len(columns))
         counts = sp.csr_matrix(
-            (np.ones(len(columns), dtype=np.float32), np.asarray(columns, dtype=np.int64), np.asarray(indptr)),
+            (
+                np.ones(len(columns), dtype=np.float32),
+                np.asarray(columns, dtype=np.int64),
+                np.asarray(indptr),
+            ),
             shape=(len(texts), self.mask + 1),
         )
         out = np.asarray(counts @ self.table, dtype=np.float32)

@@ -25,8 +25,10 @@ from psycopg.conninfo import conninfo_to_dict
 
 MARIADB_HOST, MARIADB_PORT = "127.0.0.1", 3306
 MARIADB = {"host": MARIADB_HOST, "port": MARIADB_PORT, "user": "root", "password": "", "database": "test"}
-MARIADB_MISSING = (f"no MariaDB on {MARIADB_HOST}:{MARIADB_PORT}: the MySQL/MariaDB data-source tests need it "
-                   "(user root, no password, database `test`)")
+MARIADB_MISSING = (
+    f"no MariaDB on {MARIADB_HOST}:{MARIADB_PORT}: the MySQL/MariaDB data-source tests need it "
+    "(user root, no password, database `test`)"
+)
 
 
 @functools.cache
@@ -57,15 +59,25 @@ def pg_source(pg_url: str) -> dict[str, Any]:
     with psycopg.connect(pg_url, autocommit=True) as conn:
         port = int(conn.execute("SHOW port").fetchone()[0])  # type: ignore[index]
         conn.execute("CREATE DATABASE sources")
-    return {"host": server["host"], "port": port, "user": server.get("user", "postgres"), "database": "sources"}
+    return {
+        "host": server["host"],
+        "port": port,
+        "user": server.get("user", "postgres"),
+        "database": "sources",
+    }
 
 
 def connect(engine: str, params: Mapping[str, Any]) -> Any:
     """An autocommit DB-API connection to a data source of `engine` (`mariadb` or `postgres`)."""
     if engine in ("mariadb", "mysql"):
         return pymysql.connect(**params, autocommit=True)
-    return psycopg.connect(host=params["host"], port=params.get("port", 5432), user=params["user"],
-                           dbname=params["database"], autocommit=True)
+    return psycopg.connect(
+        host=params["host"],
+        port=params.get("port", 5432),
+        user=params["user"],
+        dbname=params["database"],
+        autocommit=True,
+    )
 
 
 def execute(engine: str, params: Mapping[str, Any], *statements: str) -> None:
@@ -81,8 +93,9 @@ def query(engine: str, params: Mapping[str, Any], sql: str) -> list[tuple[Any, .
 
 
 @contextmanager
-def table(engine: str, params: Mapping[str, Any], name: str, columns: str,
-          rows: Sequence[Sequence[Any]] = ()) -> Iterator[str]:
+def table(
+    engine: str, params: Mapping[str, Any], name: str, columns: str, rows: Sequence[Sequence[Any]] = ()
+) -> Iterator[str]:
     """The table `name` (`columns` is its SQL column list) holding `rows` for the block; dropped after."""
     with closing(connect(engine, params)) as conn, closing(conn.cursor()) as cur:
         cur.execute(f"CREATE TABLE {name} ({columns})")

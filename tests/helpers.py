@@ -26,6 +26,8 @@ def assert_problem(response: httpx.Response, status: int) -> dict[str, str]:
 def stub_kb(client: httpx.Client, name: str, stub: OpenAIStub, project: str = "mindsdb") -> None:
     """Create the knowledge base `name`, embedding with the OpenAI stub `stub`."""
     model = stub.embedding_model()
-    r = client.post(f"/api/projects/{project}/knowledge_bases",
-                    json={"knowledge_base": {"name": name, "embedding_model": model}})
+    r = client.post(
+        f"/api/projects/{project}/knowledge_bases",
+        json={"knowledge_base": {"name": name, "embedding_model": model}},
+    )
     assert r.status_code == 201, r.text

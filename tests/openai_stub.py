@@ -110,8 +110,11 @@ class Recorded:
 
 def _tool_calls(reply: Reply) -> list[dict[str, Any]]:
     return [
-        {"id": f"call_{i}_{name}", "type": "function",
-         "function": {"name": name, "arguments": orjson.dumps(arguments).decode()}}
+        {
+            "id": f"call_{i}_{name}",
+            "type": "function",
+            "function": {"name": name, "arguments": orjson.dumps(arguments).decode()},
+        }
         for i, (name, arguments) in enumerate(reply.tool_calls)
     ]
 
@@ -122,20 +125,32 @@ def _completion(reply: Reply, model: str) -> dict[str, Any]:
     if calls:
         message["tool_calls"] = calls
     return {
-        "id": "chatcmpl-stub", "object": "chat.completion", "created": int(time.time()), "model": model,
+        "id": "chatcmpl-stub",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
         "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
         "usage": USAGE,
     }
 
 
 def _chunks(reply: Reply, model: str) -> list[dict[str, Any]]:
-    base = {"id": "chatcmpl-stub", "object": "chat.completion.chunk", "created": int(time.time()), "model": model}
+    base = {
+        "id": "chatcmpl-stub",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+    }
     deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
     deltas += [{"content": word} for word in _WORD_START.split(reply.content or "") if word]
     calls = _tool_calls(reply)
     for i, call in enumerate(calls):
-        deltas.append({"tool_calls": [{"index": i, **call, "function": {**call["function"], "arguments": ""}}]})
-        deltas.append({"tool_calls": [{"index": i, "function": {"arguments": call["function"]["arguments"]}}]})
+        deltas.append(
+            {"tool_calls": [{"index": i, **call, "function": {**call["function"], "arguments": ""}}]}
+        )
+        deltas.append(
+            {"tool_calls": [{"index": i, "function": {"arguments": call["function"]["arguments"]}}]}
+        )
     return [
         *({**base, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas),
         {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls" if calls else "stop"}]},
@@ -222,12 +237,22 @@ class OpenAIStub:
 
     def chat_model(self, model_name: str | None = None) -> dict[str, Any]:
         """An agent's `model` that chats with this stub."""
-        return {"provider": "openai", "model_name": model_name or self.model, "base_url": self.url, "api_key": "x"}
+        return {
+            "provider": "openai",
+            "model_name": model_name or self.model,
+            "base_url": self.url,
+            "api_key": "x",
+        }
 
     def embedding_model(self, dimensions: int | None = None, model_name: str | None = None) -> dict[str, Any]:
         """The `embedding_model` of a knowledge base that embeds with this stub."""
-        return {"provider": "openai", "model_name": model_name or self.model, "base_url": self.url,
-                "dimensions": dimensions or self.dim, "api_key": "x"}
+        return {
+            "provider": "openai",
+            "model_name": model_name or self.model,
+            "base_url": self.url,
+            "dimensions": dimensions or self.dim,
+            "api_key": "x",
+        }
 
     # --- the ASGI app ------------------------------------------------------------------------------
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -257,17 +282,24 @@ class OpenAIStub:
         elif path.endswith("/chat/completions"):
             await self._chat(send, body)
         elif path.endswith("/models"):
-            await self._json(send, Scripted(200, {"object": "list", "data": [{"id": self.model, "object": "model"}]}))
+            await self._json(
+                send, Scripted(200, {"object": "list", "data": [{"id": self.model, "object": "model"}]})
+            )
         else:
-            await self._json(send, Scripted(404, {"error": {"message": f"no route {path}", "type": "not_found"}}))
+            await self._json(
+                send, Scripted(404, {"error": {"message": f"no route {path}", "type": "not_found"}})
+            )
 
     @staticmethod
     async def _json(send: Any, response: Scripted) -> None:
         if response.delay:
             await asyncio.sleep(response.delay)
         data = orjson.dumps(response.body, option=orjson.OPT_SERIALIZE_NUMPY)
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()),
-                   *((k.encode(), v.encode()) for k, v in response.headers.items())]
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(data)).encode()),
+            *((k.encode(), v.encode()) for k, v in response.headers.items()),
+        ]
         await send({"type": "http.response.start", "status": response.status, "headers": headers})
         await send({"type": "http.response.body", "body": data})
 
@@ -293,10 +325,18 @@ class OpenAIStub:
         self.texts += len(texts)
         data = [{"object": "embedding", "index": i, "embedding": vectors[i]} for i in range(len(texts))]
         tokens = sum(len(t) // 4 for t in texts)
-        await self._json(send, Scripted(200, {
-            "object": "list", "data": data if self.in_order else data[::-1], "model": body.get("model", self.model),
-            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-        }))
+        await self._json(
+            send,
+            Scripted(
+                200,
+                {
+                    "object": "list",
+                    "data": data if self.in_order else data[::-1],
+                    "model": body.get("model", self.model),
+                    "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+                },
+            ),
+        )
 
     async def _chat(self, send: Any, body: Any) -> None:
         self.chat_requests += 1
@@ -308,7 +348,9 @@ class OpenAIStub:
         if isinstance(queued, Scripted):
             await self._json(send, queued)
             return
-        reply = queued or (self.chat_script(body) if self.chat_script is not None else Reply(self.chat_answer))
+        reply = queued or (
+            self.chat_script(body) if self.chat_script is not None else Reply(self.chat_answer)
+        )
         self.chat_tool_calls += len(reply.tool_calls)
         if reply.delay:
             await asyncio.sleep(reply.delay)
@@ -316,11 +358,21 @@ class OpenAIStub:
         if not body.get("stream"):
             await self._json(send, Scripted(200, _completion(reply, model)))
             return
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")],
+            }
+        )
         for chunk in _chunks(reply, model):
-            await send({"type": "http.response.body", "body": b"data: " + orjson.dumps(chunk) + b"\n\n",
-                        "more_body": True})
+            await send(
+                {
+                    "type": "http.response.body",
+                    "body": b"data: " + orjson.dumps(chunk) + b"\n\n",
+                    "more_body": True,
+                }
+            )
         await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
 
     # --- lifecycle ---------------------------------------------------------------------------------

@@ -25,8 +25,14 @@ P = "/api/projects/mindsdb"
 
 
 def agentkb(*args: str | Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "agentkb", *map(str, args)], check=False, capture_output=True, text=True,
-                          timeout=timeout, env=_env())
+    return subprocess.run(
+        [sys.executable, "-m", "agentkb", *map(str, args)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=_env(),
+    )
 
 
 def _env() -> dict[str, str]:
@@ -57,19 +63,34 @@ def test_upload_names() -> None:
     assert len(upload_name(Path("a" * 100 + ".csv"))) == 64
     names = [n for _, n in unique_names([Path("a/readme.md"), Path("b/README.txt"), Path("c/readme")])]
     assert names == ["readme", "readme_2", "readme_3"]
-    assert items_done({"items_total": 10, "documents": 4, "items_skipped_unchanged": 3, "items_failed": 1}) == 8
+    assert (
+        items_done({"items_total": 10, "documents": 4, "items_skipped_unchanged": 3, "items_failed": 1}) == 8
+    )
     assert items_done({"items_total": 2, "documents": 6}) == 2  # rows with two content columns
 
 
-def test_files_and_a_site_in_one_job(client: httpx.Client, base_url: str, unique: str, tmp_path: Path,
-                                     site: GeneratedSite, stub: OpenAIStub) -> None:
+def test_files_and_a_site_in_one_job(
+    client: httpx.Client, base_url: str, unique: str, tmp_path: Path, site: GeneratedSite, stub: OpenAIStub
+) -> None:
     kb = f"cli_{unique}"
     stub_kb(client, kb, stub)
     table = make_csv(tmp_path / f"Prices {unique}.csv")  # uploaded as prices_<unique>
     notes = tmp_path / f"notes-{unique}.md"
     notes.write_text(MARKDOWN)
-    args = ("ingest", kb, "--file", table, "--file", notes, "--url", f"{site.url}/p/0.html", "--crawl-depth", "1",
-            "--server", base_url)
+    args = (
+        "ingest",
+        kb,
+        "--file",
+        table,
+        "--file",
+        notes,
+        "--url",
+        f"{site.url}/p/0.html",
+        "--crawl-depth",
+        "1",
+        "--server",
+        base_url,
+    )
 
     run = agentkb(*args)
     output = run.stdout + run.stderr
@@ -92,8 +113,9 @@ def test_files_and_a_site_in_one_job(client: httpx.Client, base_url: str, unique
     assert document_count(client, kb) == expected
 
 
-def test_failed_job_exits_1_with_its_error(client: httpx.Client, base_url: str, unique: str, tmp_path: Path,
-                                           stub: OpenAIStub) -> None:
+def test_failed_job_exits_1_with_its_error(
+    client: httpx.Client, base_url: str, unique: str, tmp_path: Path, stub: OpenAIStub
+) -> None:
     kb = f"clifail_{unique}"
     stub_kb(client, kb, stub)
     notes = tmp_path / f"fail_{unique}.md"
@@ -125,8 +147,9 @@ def test_refusals(client: httpx.Client, base_url: str, unique: str, tmp_path: Pa
     assert run.returncode == 1 and "cannot reach agentkb" in run.stdout, run.stdout
 
 
-def test_no_wait_prints_the_job(client: httpx.Client, base_url: str, unique: str, tmp_path: Path,
-                                stub: OpenAIStub) -> None:
+def test_no_wait_prints_the_job(
+    client: httpx.Client, base_url: str, unique: str, tmp_path: Path, stub: OpenAIStub
+) -> None:
     kb = f"clinowait_{unique}"
     stub_kb(client, kb, stub)
     notes = tmp_path / f"nowait_{unique}.md"
@@ -142,8 +165,9 @@ def test_no_wait_prints_the_job(client: httpx.Client, base_url: str, unique: str
     assert document_count(client, kb) == 3
 
 
-def test_ctrl_c_cancels_the_job(client: httpx.Client, base_url: str, unique: str, tmp_path: Path,
-                                stub: OpenAIStub) -> None:
+def test_ctrl_c_cancels_the_job(
+    client: httpx.Client, base_url: str, unique: str, tmp_path: Path, stub: OpenAIStub
+) -> None:
     kb = f"clicancel_{unique}"
     table = tmp_path / f"big_{unique}.csv"
     with table.open("w", newline="") as f:
@@ -152,9 +176,14 @@ def test_ctrl_c_cancels_the_job(client: httpx.Client, base_url: str, unique: str
         writer.writerows([i, f"row {i} about subject {i % 7}"] for i in range(300))
     stub_kb(client, kb, stub)
     stub.hold()  # no embedding is answered while the test runs: the job cannot finish before Ctrl-C
-    proc = subprocess.Popen([sys.executable, "-m", "agentkb", "ingest", kb, "--file", str(table),
-                             "--server", base_url], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=_env())
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentkb", "ingest", kb, "--file", str(table), "--server", base_url],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=_env(),
+    )
     try:
         assert proc.stdout is not None and proc.stdin is not None
         seen = []

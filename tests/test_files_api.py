@@ -56,13 +56,23 @@ def test_upload_every_format(client: httpx.Client, unique: str, made: dict[str, 
     assert client.get("/api/files").json() == list(files.values())  # both forms, no redirect
     for file_name, name in names.items():
         record = files[name]
-        assert set(record) >= {"name", "row_count", "columns", "size", "page_count", "content_type", "created_at"}
+        assert set(record) >= {
+            "name",
+            "row_count",
+            "columns",
+            "size",
+            "page_count",
+            "content_type",
+            "created_at",
+        }
         assert record["size"] == made[file_name].stat().st_size
         assert record["original_name"] == file_name
         assert record["extension"] == file_name.rsplit(".", 1)[1]
         if file_name in TABLES:
             assert (record["row_count"], record["columns"], record["page_count"]) == (
-                3, ["id", "name", "price", "note"], None
+                3,
+                ["id", "name", "price", "note"],
+                None,
             )
         else:
             assert (record["row_count"], record["columns"]) == (None, None)
@@ -100,7 +110,10 @@ def test_refusals(client: httpx.Client, unique: str, made: dict[str, Path]) -> N
     assert_problem(upload(client, "not-a-name", b"hello"), 400)
 
     corrupt = upload(client, f"broken_{unique}", made["broken.pdf"].read_bytes(), "broken.pdf")
-    assert f"File broken_{unique} (broken.pdf) is not a valid .pdf file" in assert_problem(corrupt, 400)["detail"]
+    assert (
+        f"File broken_{unique} (broken.pdf) is not a valid .pdf file"
+        in assert_problem(corrupt, 400)["detail"]
+    )
     exe = upload(client, f"tool_{unique}", made["tool.exe"].read_bytes(), "tool.exe")
     assert "'.exe' files are not supported" in assert_problem(exe, 400)["detail"]
 
@@ -110,12 +123,18 @@ def test_refusals(client: httpx.Client, unique: str, made: dict[str, Path]) -> N
     assert_problem(no_file, 400)
     only_fields = client.put(f"/api/files/x_{unique}", files={"source_type": (None, "file")})
     assert assert_problem(only_fields, 400)["title"] == "File field is missed"
-    url = client.put(f"/api/files/x_{unique}", json={"source_type": "url", "source": "http://example.com/a.csv"})
+    url = client.put(
+        f"/api/files/x_{unique}", json={"source_type": "url", "source": "http://example.com/a.csv"}
+    )
     assert assert_problem(url, 400)["detail"] == "URL file upload is disabled."
-    both = client.put(f"/api/files/x_{unique}", json={"source_type": "url", "source": "http://x", "file": "a"})
+    both = client.put(
+        f"/api/files/x_{unique}", json={"source_type": "url", "source": "http://x", "file": "a"}
+    )
     assert assert_problem(both, 400)["title"] == "Invalid request parameters"
     garbage = client.put(
-        f"/api/files/x_{unique}", content=b"--nope\r\n", headers={"content-type": "multipart/form-data; boundary=b"}
+        f"/api/files/x_{unique}",
+        content=b"--nope\r\n",
+        headers={"content-type": "multipart/form-data; boundary=b"},
     )
     assert_problem(garbage, 400)
     assert not [n for n in listed(client) if n.endswith(unique)]  # nothing was stored
@@ -123,7 +142,12 @@ def test_refusals(client: httpx.Client, unique: str, made: dict[str, Path]) -> N
 
 def test_same_bytes_share_one_blob(client: httpx.Client, unique: str, settings: Any) -> None:
     content = f"Shared text {unique}\n".encode()
-    blob = settings.data_dir / "files" / hashlib.sha256(content).hexdigest()[:2] / hashlib.sha256(content).hexdigest()
+    blob = (
+        settings.data_dir
+        / "files"
+        / hashlib.sha256(content).hexdigest()[:2]
+        / hashlib.sha256(content).hexdigest()
+    )
     for name in (f"first_{unique}", f"second_{unique}"):
         assert upload(client, name, content, "shared.txt").status_code == 200
     assert blob.read_bytes() == content
@@ -157,7 +181,7 @@ def test_oversize_upload_is_413(small_limit: tuple[str, Path], unique: str) -> N
         assert "upload limit of 4096 bytes" in assert_problem(streamed, 413)["detail"]
 
         def chunks() -> Iterator[bytes]:  # chunked: no Content-Length to judge by
-            yield b"--B\r\nContent-Disposition: form-data; name=\"file\"; filename=\"c.txt\"\r\n\r\n"
+            yield b'--B\r\nContent-Disposition: form-data; name="file"; filename="c.txt"\r\n\r\n'
             for _ in range(8):
                 yield b"b" * 1024
             yield b"\r\n--B--\r\n"

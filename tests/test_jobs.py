@@ -27,7 +27,9 @@ def rows(n: int, prefix: str = "doc") -> list[dict[str, Any]]:
     return [{"id": f"{prefix}{i}", "content": f"{prefix} number {i} about subject {i % 7}"} for i in range(n)]
 
 
-def wait_for(client: httpx.Client, kb: str, job_id: str, states: set[str], timeout: float = 60) -> dict[str, Any]:
+def wait_for(
+    client: httpx.Client, kb: str, job_id: str, states: set[str], timeout: float = 60
+) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while True:
         job = client.get(f"{P}/knowledge_bases/{kb}/jobs/{job_id}").json()
@@ -51,15 +53,20 @@ def test_async_insert_job_runs_and_reports(client: httpx.Client, unique: str, st
     job_id = r.json()["job_id"]
     job = wait_for(client, kb, job_id, {"succeeded", "failed"})
     assert job["state"] == "succeeded", job
-    assert job["mode"] == "async" and job["counts"]["documents"] == 600 and job["counts"]["items_total"] == 600
+    assert (
+        job["mode"] == "async" and job["counts"]["documents"] == 600 and job["counts"]["items_total"] == 600
+    )
     assert job["started_at"] and job["finished_at"] and job["duration_s"] >= 0
     assert client.get(f"{P}/knowledge_bases/{kb}").json()["document_count"] == 600
     with client.stream("GET", f"{P}/knowledge_bases/{kb}/jobs/{job_id}/events") as events:
         chunks = [json.loads(line[6:]) for line in events.iter_lines() if line.startswith("data: ")]
     assert chunks[-1]["state"] == "succeeded"
 
-    sync = client.put(f"{P}/knowledge_bases/{kb}", headers={"Prefer": "respond-async"},
-                      json={"knowledge_base": {"rows": rows(3, "more")}})
+    sync = client.put(
+        f"{P}/knowledge_bases/{kb}",
+        headers={"Prefer": "respond-async"},
+        json={"knowledge_base": {"rows": rows(3, "more")}},
+    )
     assert sync.status_code == 202
     plain = client.put(f"{P}/knowledge_bases/{kb}", json={"knowledge_base": {"rows": rows(2, "plain")}})
     assert plain.status_code == 200 and plain.json() == ""
@@ -104,11 +111,16 @@ def test_killed_server_job_resumes_after_restart(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{port}{P}"
     with OpenAIStub() as stub:
         model = stub.embedding_model()
-        with serve(tmp_path, port, env=_env(AGENTKB_JOB_STALE_AFTER_S="2", AGENTKB_JOB_HEARTBEAT_S="0.5")) as proc:
-            httpx.post(f"{url}/knowledge_bases", json={"knowledge_base": {"name": "kb", "embedding_model": model}})
+        with serve(
+            tmp_path, port, env=_env(AGENTKB_JOB_STALE_AFTER_S="2", AGENTKB_JOB_HEARTBEAT_S="0.5")
+        ) as proc:
+            httpx.post(
+                f"{url}/knowledge_bases", json={"knowledge_base": {"name": "kb", "embedding_model": model}}
+            )
             stub.hold()  # the first attempt embeds nothing: it cannot finish before it is killed
-            job_id = httpx.put(f"{url}/knowledge_bases/kb?async=true",
-                               json={"knowledge_base": {"rows": rows(1500)}}).json()["job_id"]
+            job_id = httpx.put(
+                f"{url}/knowledge_bases/kb?async=true", json={"knowledge_base": {"rows": rows(1500)}}
+            ).json()["job_id"]
             deadline = time.monotonic() + 30
             while httpx.get(f"{url}/knowledge_bases/kb/jobs/{job_id}").json()["state"] != "running":
                 assert time.monotonic() < deadline
@@ -116,11 +128,14 @@ def test_killed_server_job_resumes_after_restart(tmp_path: Path) -> None:
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=30)
         stub.release()
-        with serve(tmp_path, port, env=_env(AGENTKB_JOB_STALE_AFTER_S="2", AGENTKB_JOB_HEARTBEAT_S="0.5")):
-            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
-                job = wait_for(client, "kb", job_id, {"succeeded", "failed"}, timeout=120)
-                assert job["state"] == "succeeded" and job["attempts"] == 2, job
-                assert client.get(f"{P}/knowledge_bases/kb").json()["document_count"] == 1500
+        env = _env(AGENTKB_JOB_STALE_AFTER_S="2", AGENTKB_JOB_HEARTBEAT_S="0.5")
+        with (
+            serve(tmp_path, port, env=env),
+            httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client,
+        ):
+            job = wait_for(client, "kb", job_id, {"succeeded", "failed"}, timeout=120)
+            assert job["state"] == "succeeded" and job["attempts"] == 2, job
+            assert client.get(f"{P}/knowledge_bases/kb").json()["document_count"] == 1500
 
 
 def test_two_workers_drain_one_queue(tmp_path: Path) -> None:
@@ -129,15 +144,39 @@ def test_two_workers_drain_one_queue(tmp_path: Path) -> None:
     with OpenAIStub(delay_s=0.05) as slow, serve(tmp_path, port, env=env):
         base = f"http://127.0.0.1:{port}"
         model = slow.embedding_model()
-        httpx.post(f"{base}{P}/knowledge_bases", json={"knowledge_base": {"name": "kb", "embedding_model": model}})
-        ids = [httpx.put(f"{base}{P}/knowledge_bases/kb?async=true",
-                         json={"knowledge_base": {"rows": rows(40, f"j{i}_")}}).json()["job_id"] for i in range(8)]
-        workers = [subprocess.Popen([sys.executable, "-m", "agentkb", "worker", "--data-dir", str(tmp_path)],
-                                    env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                   for _ in range(2)]
+        httpx.post(
+            f"{base}{P}/knowledge_bases", json={"knowledge_base": {"name": "kb", "embedding_model": model}}
+        )
+        slow.hold()  # every embedding request waits until both workers are busy (below)
+        ids = [
+            httpx.put(
+                f"{base}{P}/knowledge_bases/kb?async=true",
+                json={"knowledge_base": {"rows": rows(40, f"j{i}_")}},
+            ).json()["job_id"]
+            for i in range(8)
+        ]
+        workers = [
+            subprocess.Popen(
+                [sys.executable, "-m", "agentkb", "worker", "--data-dir", str(tmp_path)],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for _ in range(2)
+        ]
         try:
+            # Each worker runs one job at a time and a 40-row job makes one embedding request, so two requests
+            # held at once come from two workers: both took a job, whatever the machine's speed.
+            deadline = time.monotonic() + 120
+            while sum(r.path.endswith("/embeddings") for r in slow.requests) < 2:
+                assert time.monotonic() < deadline, "the two workers did not both take a job"
+                assert all(w.poll() is None for w in workers), "a worker exited"
+                time.sleep(0.05)
+            slow.release()
             with httpx.Client(base_url=base, timeout=30) as client:
-                done = [wait_for(client, "kb", job_id, {"succeeded", "failed"}, timeout=120) for job_id in ids]
+                done = [
+                    wait_for(client, "kb", job_id, {"succeeded", "failed"}, timeout=120) for job_id in ids
+                ]
                 assert all(j["state"] == "succeeded" and j["attempts"] == 1 for j in done), done
                 assert len({j["worker"] for j in done}) == 2  # both workers took jobs
                 assert client.get(f"{P}/knowledge_bases/kb").json()["document_count"] == 8 * 40
@@ -167,8 +206,9 @@ def test_cancelled_synchronous_insert_answers_409(
     thread = threading.Thread(target=put)
     thread.start()
     deadline = time.monotonic() + 30
-    while not (running := [j for j in client.get(f"{P}/knowledge_bases/{kb}/jobs").json()
-                           if j["state"] == "running"]):
+    while not (
+        running := [j for j in client.get(f"{P}/knowledge_bases/{kb}/jobs").json() if j["state"] == "running"]
+    ):
         assert time.monotonic() < deadline
         time.sleep(0.05)
     client.delete(f"{P}/knowledge_bases/{kb}/jobs/{running[0]['id']}")

@@ -28,14 +28,19 @@ def test_every_format_is_searchable_after_insert(client: httpx.Client, unique: s
     made = make_all(tmp_path)
     for file_name, path in made.items():
         stem = f"{file_name.replace('.', '_')}_{unique}"
-        r = client.put(f"/api/files/{stem}", data={"original_file_name": file_name, "name": stem,
-                                                   "source_type": "file"},
-                       files={"file": (file_name, path.read_bytes())})
+        r = client.put(
+            f"/api/files/{stem}",
+            data={"original_file_name": file_name, "name": stem, "source_type": "file"},
+            files={"file": (file_name, path.read_bytes())},
+        )
         assert r.status_code == 200, (file_name, r.text)
         kb = f"kb_{stem}"
         tabular = file_name.startswith("prices")
-        body = {"name": kb, "content_columns": ["note"], "metadata_columns": ["name", "price"]} if tabular \
+        body = (
+            {"name": kb, "content_columns": ["note"], "metadata_columns": ["name", "price"]}
+            if tabular
             else {"name": kb}
+        )
         assert client.post(f"{P}/knowledge_bases", json={"knowledge_base": body}).status_code == 201
         r = client.put(f"{P}/knowledge_bases/{kb}", json={"knowledge_base": {"files": [stem]}})
         assert r.status_code == 200, (file_name, r.text)
@@ -50,7 +55,12 @@ def test_every_format_is_searchable_after_insert(client: httpx.Client, unique: s
 def test_missing_file_is_400_and_nothing_inserted(client: httpx.Client, unique: str) -> None:
     kb = f"kb_missing_{unique}"
     client.post(f"{P}/knowledge_bases", json={"knowledge_base": {"name": kb}})
-    problem = assert_problem(client.put(f"{P}/knowledge_bases/{kb}", json={"knowledge_base": {
-        "rows": [{"id": 1, "content": "row"}], "files": [f"nope_{unique}"]}}), 400)
+    problem = assert_problem(
+        client.put(
+            f"{P}/knowledge_bases/{kb}",
+            json={"knowledge_base": {"rows": [{"id": 1, "content": "row"}], "files": [f"nope_{unique}"]}},
+        ),
+        400,
+    )
     assert f"nope_{unique}" in problem["detail"]
     assert client.get(f"{P}/knowledge_bases/{kb}").json()["document_count"] == 0

@@ -32,18 +32,26 @@ def test_crawl_depths_limit_and_recrawl(client: httpx.Client, unique: str, site:
         model = stub.embedding_model()
         for depth, expected in ((0, 1), (1, 11), (2, 60)):
             kb = f"site{depth}_{unique}"
-            client.post(f"{P}/knowledge_bases", json={"knowledge_base": {"name": kb, "embedding_model": model}})
+            client.post(
+                f"{P}/knowledge_bases", json={"knowledge_base": {"name": kb, "embedding_model": model}}
+            )
             counts, job = crawl_into(client, kb, urls=[f"{site.url}/p/0.html"], crawl_depth=depth, limit=500)
             assert counts["documents"] == expected, (depth, counts, job)
             assert client.get(f"{P}/knowledge_bases/{kb}").json()["document_count"] == expected
 
-        hits = client.post(f"{P}/knowledge_bases/site2_{unique}/search",
-                           json={"query": "Page 7", "filters": {"id": f"{site.url}/p/7.html"}}).json()
+        hits = client.post(
+            f"{P}/knowledge_bases/site2_{unique}/search",
+            json={"query": "Page 7", "filters": {"id": f"{site.url}/p/7.html"}},
+        ).json()
         meta = hits[0]["metadata"]
         assert meta["_source"] == f"{site.url}/p/7.html" and meta["title"] == "Page 7" and meta["fetched_at"]
 
-        counts, job = crawl_into(client, f"site2_{unique}", urls=[f"{site.url}/p/0.html"], crawl_depth=2, limit=500)
-        assert counts["embedded"] == 0 and counts["written"] == 0, counts  # unchanged site: nothing re-embedded
+        counts, job = crawl_into(
+            client, f"site2_{unique}", urls=[f"{site.url}/p/0.html"], crawl_depth=2, limit=500
+        )
+        assert counts["embedded"] == 0 and counts["written"] == 0, (
+            counts
+        )  # unchanged site: nothing re-embedded
 
         kb = f"capped_{unique}"
         client.post(f"{P}/knowledge_bases", json={"knowledge_base": {"name": kb, "embedding_model": model}})
@@ -52,19 +60,30 @@ def test_crawl_depths_limit_and_recrawl(client: httpx.Client, unique: str, site:
 
         kb = f"filtered_{unique}"
         client.post(f"{P}/knowledge_bases", json={"knowledge_base": {"name": kb, "embedding_model": model}})
-        counts, _ = crawl_into(client, kb, urls=[f"{site.url}/p/0.html"], crawl_depth=1,
-                               filters={"allowed_domains": ["example.com"]})
+        counts, _ = crawl_into(
+            client,
+            kb,
+            urls=[f"{site.url}/p/0.html"],
+            crawl_depth=1,
+            filters={"allowed_domains": ["example.com"]},
+        )
         assert counts["documents"] == 1  # the start page only: its links are off the allowed domains
         kb = f"regex_{unique}"
         client.post(f"{P}/knowledge_bases", json={"knowledge_base": {"name": kb, "embedding_model": model}})
-        counts, _ = crawl_into(client, kb, urls=[f"{site.url}/p/0.html"], crawl_depth=1, filters=[r".*/p/[0-3]\.html"])
+        counts, _ = crawl_into(
+            client, kb, urls=[f"{site.url}/p/0.html"], crawl_depth=1, filters=[r".*/p/[0-3]\.html"]
+        )
         assert counts["documents"] == 4  # the SDK's regex form: pages 0-3
 
 
 def test_bad_url_inserts(client: httpx.Client, unique: str) -> None:
     kb = f"badurls_{unique}"
     client.post(f"{P}/knowledge_bases", json={"knowledge_base": {"name": kb}})
-    for body in ({"urls": []}, {"urls": ["ftp://x.example/"]}, {"urls": ["http://x.example/"], "crawl_depth": -1},
-                 {"urls": ["http://x.example/"], "filters": 5}):
+    for body in (
+        {"urls": []},
+        {"urls": ["ftp://x.example/"]},
+        {"urls": ["http://x.example/"], "crawl_depth": -1},
+        {"urls": ["http://x.example/"], "filters": 5},
+    ):
         r = client.put(f"{P}/knowledge_bases/{kb}", json={"knowledge_base": body})
         assert r.status_code == 400, (body, r.text)

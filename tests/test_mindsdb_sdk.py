@@ -34,8 +34,10 @@ def server(base_url: str) -> Any:
 
 @pytest.fixture()
 def pg_table(unique: str, pg_source: dict[str, Any]) -> Iterator[str]:
-    products = [(100, "A cast-iron skillet that keeps heat for searing steak.", "forge"),
-                (101, "Noise-cancelling headphones for long flights.", "sonic")]
+    products = [
+        (100, "A cast-iron skillet that keeps heat for searing steak.", "forge"),
+        (101, "Noise-cancelling headphones for long flights.", "sonic"),
+    ]
     columns = "id INT PRIMARY KEY, description TEXT, vendor TEXT"
     with externals.table("postgres", pg_source, f"sdk_products_{unique}", columns, products) as table:
         yield table
@@ -88,7 +90,12 @@ def status_of(error: pytest.ExceptionInfo[requests.HTTPError]) -> int:
 
 
 def test_full_session(
-    server: Any, unique: str, pg_source: dict[str, Any], pg_table: str, tmp_path: Path, site: GeneratedSite,
+    server: Any,
+    unique: str,
+    pg_source: dict[str, Any],
+    pg_table: str,
+    tmp_path: Path,
+    site: GeneratedSite,
     llm: OpenAIStub,
 ) -> None:
     # --- a project and a data source ------------------------------------------------------------------
@@ -103,14 +110,20 @@ def test_full_session(
         f"catalog_{unique}", metadata_columns=["vendor"], content_columns=["description"], id_column="id"
     )
     assert [k.name for k in project.knowledge_bases.list()] == [kb.name]
-    assert kb.metadata_columns == ["vendor"] and kb.content_columns == ["description"] and kb.id_column == "id"
+    assert (
+        kb.metadata_columns == ["vendor"] and kb.content_columns == ["description"] and kb.id_column == "id"
+    )
     assert kb.embedding_model["provider"] == "local" and kb.params["vector_size"] == 384
 
     # rows: a DataFrame, a dict, and the result of a query over the data source (only id 100 passes)
-    kb.insert(pd.DataFrame([
-        {"id": 1, "description": "A lightweight tent that sleeps two hikers.", "vendor": "trail"},
-        {"id": 2, "description": "An espresso machine with a steam wand for milk.", "vendor": "brew"},
-    ]))
+    kb.insert(
+        pd.DataFrame(
+            [
+                {"id": 1, "description": "A lightweight tent that sleeps two hikers.", "vendor": "trail"},
+                {"id": 2, "description": "An espresso machine with a steam wand for milk.", "vendor": "brew"},
+            ]
+        )
+    )
     kb.insert({"id": 3, "description": "A mechanical keyboard with clicky switches.", "vendor": "keys"})
     kb.insert_query(source.tables.get(pg_table).filter(id=100))
 
@@ -124,10 +137,15 @@ def test_full_session(
     # a DataFrame becomes a CSV file through the `files` database's tables (agentkb does not list `files`
     # among the databases, so the Database object is made directly; see docs/mindsdb-sdk.md)
     files_db = server.databases.files  # the `files` data source, listed as MindsDB lists it
-    files_db.tables.create(f"gear_{unique}", pd.DataFrame([
-        {"id": 7, "description": "A waterproof rain jacket with a hood.", "vendor": "trail"},
-        {"id": 8, "description": "A cordless drill with two batteries.", "vendor": "tools"},
-    ]))
+    files_db.tables.create(
+        f"gear_{unique}",
+        pd.DataFrame(
+            [
+                {"id": 7, "description": "A waterproof rain jacket with a hood.", "vendor": "trail"},
+                {"id": 8, "description": "A cordless drill with two batteries.", "vendor": "tools"},
+            ]
+        ),
+    )
     assert server.api.get_file_metadata(f"gear_{unique}")["row_count"] == 2
     kb.insert_files([str(pdf), str(docx), f"gear_{unique}"])
 
@@ -188,13 +206,17 @@ def test_full_session(
     assert streamed[2]["steps"][0]["observation"] == f'["{project.name}.{kb.name}"]'
     query = streamed[3]["actions"][0]
     assert query["tool"] == "kb_query_tool"
-    assert query["tool_input"] == f"SELECT * FROM {project.name}.{kb.name} WHERE content = '{question}' LIMIT 5"
+    assert (
+        query["tool_input"] == f"SELECT * FROM {project.name}.{kb.name} WHERE content = '{question}' LIMIT 5"
+    )
     assert "Feed them twice a day." in streamed[4]["steps"][0]["observation"]
     assert streamed[5]["output"] == answer.content and streamed[5]["trace_id"] == trace
     assert streamed[6] == {"type": "end"}
 
     # the SDK's add_webpages: crawls into the named KB and adds the KB to the agent (stored qualified, once)
-    extractive.add_webpages([f"{site.url}/p/4.html"], "Generated pages.", knowledge_base=kb.name, crawl_depth=0)
+    extractive.add_webpages(
+        [f"{site.url}/p/4.html"], "Generated pages.", knowledge_base=kb.name, crawl_depth=0
+    )
     extractive = agents.get(extractive.name)
     assert extractive.data["knowledge_bases"] == [f"{project.name}.{kb.name}"]
     assert extractive.prompt_template == "\nGenerated pages."
@@ -206,26 +228,37 @@ def test_full_session(
 
     # --- an agent with an OpenAI-compatible model (the scripted stub) ---------------------------------
     model = {"provider": "openai", "model_name": "gpt-4o", "base_url": llm.base_url, "api_key": "sk-test"}
-    writer = agents.create(f"writer_{unique}", model=model, data={"knowledge_bases": [kb.name]},
-                           prompt_template="Answer from the product catalog.")
+    writer = agents.create(
+        f"writer_{unique}",
+        model=model,
+        data={"knowledge_bases": [kb.name]},
+        prompt_template="Answer from the product catalog.",
+    )
     assert writer.model == model and writer.prompt_template == "Answer from the product catalog."
     assert writer.data["knowledge_bases"] == [f"{project.name}.{kb.name}"]
 
     sql = f"SELECT * FROM {project.name}.{kb.name} WHERE content = 'searing steak' LIMIT 2"
-    llm.script(tool_call("kb_query_tool", sql, thought="I will search the catalog."),
-               text("Use the cast-iron skillet."))
+    llm.script(
+        tool_call("kb_query_tool", sql, thought="I will search the catalog."),
+        text("Use the cast-iron skillet."),
+    )
     reply = writer.completion(ask("What should I sear a steak in?"))
     assert reply.content == "Use the cast-iron skillet."
     assert "cast-iron skillet" in reply.context[0]["page_content"]
     first, second = llm.requests
     assert first.body["model"] == "gpt-4o" and first.headers["authorization"] == "Bearer sk-test"
-    assert first.messages[0]["role"] == "system" and "Answer from the product catalog." in first.messages[0]["content"]
+    assert (
+        first.messages[0]["role"] == "system"
+        and "Answer from the product catalog." in first.messages[0]["content"]
+    )
     assert first.messages[-1] == {"role": "user", "content": "What should I sear a steak in?"}
     assert {t["function"]["name"] for t in first.body["tools"]} == {"kb_list_tool", "kb_query_tool"}
     assert second.messages[-1]["role"] == "tool" and "cast-iron skillet" in second.messages[-1]["content"]
 
-    llm.script(tool_call("kb_query_tool", sql, thought="I will search the catalog."),
-               text("Use the cast-iron skillet."))
+    llm.script(
+        tool_call("kb_query_tool", sql, thought="I will search the catalog."),
+        text("Use the cast-iron skillet."),
+    )
     streamed = list(agents.completion_stream(writer.name, ask("What should I sear a steak in?")))
     assert kinds(streamed) == ["start", "actions", "steps", "output", "end"]
     action = {"tool": "kb_query_tool", "tool_input": sql, "log": "I will search the catalog."}
@@ -240,7 +273,9 @@ def test_full_session(
     before.prompt_template = "Answer in one sentence."
     before.model = {**model, "model_name": "gpt-4o-mini"}
     updated = agents.update(before.name, before)
-    assert updated.prompt_template == "Answer in one sentence." and updated.model["model_name"] == "gpt-4o-mini"
+    assert (
+        updated.prompt_template == "Answer in one sentence." and updated.model["model_name"] == "gpt-4o-mini"
+    )
     assert updated.created_at == writer.created_at and updated.updated_at > writer.updated_at
     assert updated.data == writer.data
     llm.script(text("A skillet."))
@@ -251,7 +286,11 @@ def test_full_session(
     # --- list, get, drop ------------------------------------------------------------------------------
     assert sorted(a.name for a in agents.list()) == sorted([extractive.name, writer.name])
     got = agents.get(writer.name)
-    assert (got.name, got.model, got.prompt_template) == (writer.name, updated.model, "Answer in one sentence.")
+    assert (got.name, got.model, got.prompt_template) == (
+        writer.name,
+        updated.model,
+        "Answer in one sentence.",
+    )
     agents.drop(writer.name)
     agents.drop(extractive.name)
     assert agents.list() == []

@@ -11,9 +11,21 @@ import psycopg
 from tests.helpers import TIMESTAMP, assert_problem
 
 KB_KEYS = {
-    "id", "name", "project_id", "project_name", "vector_database", "vector_database_table", "updated_at",
-    "created_at", "query_id", "embedding_model", "reranking_model", "metadata_columns", "content_columns",
-    "id_column", "params",
+    "id",
+    "name",
+    "project_id",
+    "project_name",
+    "vector_database",
+    "vector_database_table",
+    "updated_at",
+    "created_at",
+    "query_id",
+    "embedding_model",
+    "reranking_model",
+    "metadata_columns",
+    "content_columns",
+    "id_column",
+    "params",
 }
 
 
@@ -60,7 +72,9 @@ def test_kb_create_list_get_masks_keys(client: httpx.Client, unique: str) -> Non
     assert record["params"]["created_embedding_model"] == "text-embedding-3-small"
     assert record["params"]["default_vector_storage"] == "agentkb_pgvector"
     assert record["metadata_columns"] == ["author"] and record["content_columns"] == ["body"]
-    assert record["id_column"] == "doc_id" and record["query_id"] is None and record["reranking_model"] is None
+    assert (
+        record["id_column"] == "doc_id" and record["query_id"] is None and record["reranking_model"] is None
+    )
     assert TIMESTAMP.match(record["created_at"]) and TIMESTAMP.match(record["updated_at"])
     assert record in client.get("/api/projects/mindsdb/knowledge_bases").json()
     one = client.get(f"/api/projects/mindsdb/knowledge_bases/{name}").json()
@@ -70,7 +84,9 @@ def test_kb_create_list_get_masks_keys(client: httpx.Client, unique: str) -> Non
 
 
 def test_kb_default_embedder_and_nulls(client: httpx.Client, unique: str) -> None:
-    r = client.post("/api/projects/mindsdb/knowledge_bases", json={"knowledge_base": {"name": f"kb_{unique}"}})
+    r = client.post(
+        "/api/projects/mindsdb/knowledge_bases", json={"knowledge_base": {"name": f"kb_{unique}"}}
+    )
     assert r.status_code == 201, r.text
     record = r.json()
     assert record["embedding_model"] == {"provider": "local", "model_name": "all-MiniLM-L6-v2"}
@@ -81,7 +97,9 @@ def test_kb_default_embedder_and_nulls(client: httpx.Client, unique: str) -> Non
 
 def _indexes(pg_url: str, table: str) -> dict[str, str]:
     with psycopg.connect(pg_url) as conn:
-        rows = conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s", (table,)).fetchall()
+        rows = conn.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s", (table,)
+        ).fetchall()
     return {name: definition for name, definition in rows}
 
 
@@ -107,18 +125,28 @@ def test_kb_bad_input(client: httpx.Client, unique: str) -> None:
         ({}, "knowledge_base"),
         ({"knowledge_base": {}}, "name"),
         ({"knowledge_base": {"name": "bad-name"}}, "name"),
-        ({"knowledge_base": {"name": f"k_{unique}", "embedding_model": {"provider": "nope", "model_name": "m"}}},
-         "provider"),
+        (
+            {
+                "knowledge_base": {
+                    "name": f"k_{unique}",
+                    "embedding_model": {"provider": "nope", "model_name": "m"},
+                }
+            },
+            "provider",
+        ),
         ({"knowledge_base": {"name": f"k_{unique}", "metadata_columns": "author"}}, "metadata_columns"),
     ]
     for body, field in cases:
         problem = assert_problem(client.post(url, json=body), 400)
         assert field in problem["detail"], (body, problem)
-    assert_problem(client.post("/api/projects/nope/knowledge_bases", json={"knowledge_base": {"name": "k"}}), 404)
+    assert_problem(
+        client.post("/api/projects/nope/knowledge_bases", json={"knowledge_base": {"name": "k"}}), 404
+    )
     # An unknown model's vector size is asked of the provider; an unreachable one is a 502 naming it.
     unreachable = {"provider": "openai", "model_name": "custom-model", "base_url": "http://127.0.0.1:9/v1"}
     problem = assert_problem(
-        client.post(url, json={"knowledge_base": {"name": f"k_{unique}", "embedding_model": unreachable}}), 502
+        client.post(url, json={"knowledge_base": {"name": f"k_{unique}", "embedding_model": unreachable}}),
+        502,
     )
     assert "custom-model" in problem["detail"] and "127.0.0.1:9" in problem["detail"]
     assert_problem(client.get(f"{url}/k_{unique}"), 404)  # nothing half-created
@@ -137,7 +165,9 @@ def test_concurrent_kb_creates_of_one_name(base_url: str, unique: str, pg_url: s
 
     assert asyncio.run(run()) == [201] + [409] * 7
     with psycopg.connect(pg_url) as conn:
-        count = conn.execute("SELECT count(*) FROM knowledge_bases WHERE name = %s", (f"race_{unique}",)).fetchone()
+        count = conn.execute(
+            "SELECT count(*) FROM knowledge_bases WHERE name = %s", (f"race_{unique}",)
+        ).fetchone()
         tables = conn.execute(
             "SELECT count(*) FROM pg_tables t LEFT JOIN knowledge_bases k ON k.storage_table = t.tablename "
             "WHERE t.tablename LIKE 'kb_chunks_%%' AND k.id IS NULL"

@@ -16,6 +16,7 @@ output is all its `#` output lines, in order.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -168,10 +169,8 @@ def _stop_group(pgid: int) -> bool:
         except ProcessLookupError:
             return False
         time.sleep(0.2)
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     return False
 
 
@@ -236,8 +235,13 @@ def test_readme_walkthrough_runs_as_shown(repo_root: Path) -> None:
         HF_HUB_OFFLINE="1",
     )
     proc = subprocess.Popen(
-        ["bash", str(out / "walkthrough.sh")], cwd=work, env=env, stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+        ["bash", str(out / "walkthrough.sh")],
+        cwd=work,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     left_running = False
     try:

@@ -58,7 +58,9 @@ def test_data_survives_restart_and_postgres_stops_cleanly(tmp_path: Path) -> Non
     agent = {"agent": {"name": "keeper", "prompt_template": "remember me", "data": {"tables": ["db.t"]}}}
     with serve(tmp_path, port):
         created = httpx.post(f"{url}/api/projects/mindsdb/agents", json=agent).json()
-        kb = httpx.post(f"{url}/api/projects/mindsdb/knowledge_bases", json={"knowledge_base": {"name": "kept"}})
+        kb = httpx.post(
+            f"{url}/api/projects/mindsdb/knowledge_bases", json={"knowledge_base": {"name": "kept"}}
+        )
         assert kb.status_code == 201
         assert httpx.post(f"{url}/api/projects", json={"name": "second"}).status_code == 201
     assert not _postgres_running(tmp_path / "pg"), "embedded PostgreSQL left running after SIGTERM"
@@ -66,7 +68,10 @@ def test_data_survives_restart_and_postgres_stops_cleanly(tmp_path: Path) -> Non
     with serve(tmp_path, port):
         assert httpx.get(f"{url}/api/projects/mindsdb/agents/keeper").json() == created
         assert httpx.get(f"{url}/api/projects/mindsdb/knowledge_bases/kept").json() == {
-            **kb.json(), "document_count": 0, "chunk_count": 0}
+            **kb.json(),
+            "document_count": 0,
+            "chunk_count": 0,
+        }
         assert {"name": "second"} in httpx.get(f"{url}/api/projects").json()
 
 
@@ -75,7 +80,10 @@ def test_restart_after_kill(tmp_path: Path) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     with serve(tmp_path, port) as proc:
-        assert httpx.post(f"{url}/api/projects/mindsdb/agents", json={"agent": {"name": "survivor"}}).status_code == 201
+        assert (
+            httpx.post(f"{url}/api/projects/mindsdb/agents", json={"agent": {"name": "survivor"}}).status_code
+            == 201
+        )
         proc.kill()
         proc.wait(timeout=30)
     with serve(tmp_path, port):

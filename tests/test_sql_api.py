@@ -18,7 +18,7 @@ def sql(client: httpx.Client, query: str, db: str = "mindsdb") -> dict[str, Any]
 def table(client: httpx.Client, query: str, db: str = "mindsdb") -> list[dict[str, Any]]:
     answer = sql(client, query, db)
     assert answer["type"] == "table", answer
-    return [dict(zip(answer["column_names"], row)) for row in answer["data"]]
+    return [dict(zip(answer["column_names"], row, strict=False)) for row in answer["data"]]
 
 
 def ok(client: httpx.Client, query: str, db: str = "mindsdb") -> dict[str, Any]:
@@ -33,7 +33,9 @@ def test_sdk_catalog_queries(client: httpx.Client, unique: str, pg_source: dict[
     assert {"NAME": "mindsdb"} in projects and {"NAME": f"proj_{unique}"} in projects
     params = {**pg_source, "password": "pw"}
     ok(client, f"CREATE DATABASE pg_{unique} WITH ENGINE = 'postgres', PARAMETERS = {params!r}")
-    sources = table(client, "select NAME, ENGINE, CONNECTION_DATA from information_schema.databases where TYPE='data'")
+    sources = table(
+        client, "select NAME, ENGINE, CONNECTION_DATA from information_schema.databases where TYPE='data'"
+    )
     mine = [s for s in sources if s["NAME"] == f"pg_{unique}"]
     assert mine and mine[0]["ENGINE"] == "postgres" and mine[0]["CONNECTION_DATA"]["password"] == "******"
     assert {"Database": f"pg_{unique}"} in table(client, "SHOW DATABASES")
@@ -44,16 +46,30 @@ def test_sdk_catalog_queries(client: httpx.Client, unique: str, pg_source: dict[
 
 def test_kb_lifecycle_in_sql(client: httpx.Client, unique: str) -> None:
     kb = f"sqlkb_{unique}"
-    ok(client, f"CREATE KNOWLEDGE_BASE {kb} USING metadata_columns = ['topic'], content_columns = ['body'], "
-               "id_column = 'id'")
+    ok(
+        client,
+        f"CREATE KNOWLEDGE_BASE {kb} USING metadata_columns = ['topic'], content_columns = ['body'], "
+        "id_column = 'id'",
+    )
     ok(client, f"CREATE KNOWLEDGE_BASE IF NOT EXISTS {kb}")
     error = sql(client, f"CREATE KNOWLEDGE_BASE {kb}")
-    assert error["type"] == "error" and "already exists" in error["error_message"] and error["error_code"] == 0
-    ok(client, f"INSERT INTO {kb} (id, body, topic) VALUES (1, 'Whales sing long songs underwater.', 'sea'), "
-               "(2, 'Glaciers carve valleys over thousands of years.', 'ice')")
+    assert (
+        error["type"] == "error" and "already exists" in error["error_message"] and error["error_code"] == 0
+    )
+    ok(
+        client,
+        f"INSERT INTO {kb} (id, body, topic) VALUES (1, 'Whales sing long songs underwater.', 'sea'), "
+        "(2, 'Glaciers carve valleys over thousands of years.', 'ice')",
+    )
     hits = table(client, f"SELECT * FROM mindsdb.{kb} WHERE content = 'ocean animals singing' LIMIT 10")
-    assert hits[0]["id"] == 1 and set(hits[0]) == {"id", "chunk_id", "chunk_content", "metadata", "distance",
-                                                   "relevance"}
+    assert hits[0]["id"] == 1 and set(hits[0]) == {
+        "id",
+        "chunk_id",
+        "chunk_content",
+        "metadata",
+        "distance",
+        "relevance",
+    }
     assert hits[0]["metadata"]["topic"] == "sea"
     filtered = table(client, f"SELECT id, chunk_content FROM {kb} WHERE content = 'nature' AND topic = 'ice'")
     assert [h["id"] for h in filtered] == [2] and set(filtered[0]) == {"id", "chunk_content"}
@@ -70,14 +86,18 @@ def test_kb_lifecycle_in_sql(client: httpx.Client, unique: str) -> None:
 def test_insert_select_and_pushdown(client: httpx.Client, unique: str, pg_source: dict[str, Any]) -> None:
     t = f"facts_{unique}"
     externals.execute(
-        "postgres", pg_source, f"CREATE TABLE {t} (id INT PRIMARY KEY, body TEXT, price NUMERIC(6,2))",
+        "postgres",
+        pg_source,
+        f"CREATE TABLE {t} (id INT PRIMARY KEY, body TEXT, price NUMERIC(6,2))",
         f"INSERT INTO {t} VALUES (1, 'Tea is brewed from leaves.', 3.50), (2, 'Coffee comes from beans.', 4)",
     )
     ds = f"src_{unique}"
     ok(client, f"CREATE DATABASE {ds} WITH ENGINE = 'postgres', PARAMETERS = {pg_source!r}")
     rows = table(client, f"SELECT id, body, price FROM {ds}.{t} ORDER BY id")
-    assert rows == [{"id": 1, "body": "Tea is brewed from leaves.", "price": 3.5},
-                    {"id": 2, "body": "Coffee comes from beans.", "price": 4}]
+    assert rows == [
+        {"id": 1, "body": "Tea is brewed from leaves.", "price": 3.5},
+        {"id": 2, "body": "Coffee comes from beans.", "price": 4},
+    ]
     kb = f"facts_kb_{unique}"
     ok(client, f"CREATE KNOWLEDGE_BASE {kb} USING content_columns = ['body']")
     assert ok(client, f"INSERT INTO {kb} SELECT id, body FROM {ds}.{t}")["affected_rows"] == 2
@@ -88,14 +108,22 @@ def test_insert_select_and_pushdown(client: httpx.Client, unique: str, pg_source
 
 def test_agents_in_sql_and_errors(client: httpx.Client, unique: str) -> None:
     ag = f"sqlagent_{unique}"
-    ok(client, f"CREATE AGENT {ag} USING model = {{'provider': 'extractive', 'model_name': 'extractive'}}, "
-               "data = {'knowledge_bases': ['mindsdb.*']}, prompt_template = 'answer from the docs'")
+    ok(
+        client,
+        f"CREATE AGENT {ag} USING model = {{'provider': 'extractive', 'model_name': 'extractive'}}, "
+        "data = {'knowledge_bases': ['mindsdb.*']}, prompt_template = 'answer from the docs'",
+    )
     agents = table(client, f"SHOW AGENTS WHERE name = '{ag}'")
     assert agents[0]["PROVIDER"] == "extractive" and agents[0]["PROMPT_TEMPLATE"] == "answer from the docs"
     record = client.get(f"/api/projects/mindsdb/agents/{ag}").json()
     assert record["data"] == {"knowledge_bases": ["mindsdb.*"], "tables": []}
     ok(client, f"DROP AGENT {ag}")
-    for bad in ("UPDATE x SET a = 1", "SELEC nonsense", "SELECT * FROM no_such_thing.t", "CREATE TABLE t (a int)"):
+    for bad in (
+        "UPDATE x SET a = 1",
+        "SELEC nonsense",
+        "SELECT * FROM no_such_thing.t",
+        "CREATE TABLE t (a int)",
+    ):
         answer = sql(client, bad)
         assert answer["type"] == "error" and answer["error_message"], (bad, answer)
 
@@ -105,16 +133,19 @@ def test_files_and_tables_as_mindsdb_exposes_them(
 ) -> None:
     name = f"sqlfile_{unique}"
     csv = b"id,fruit,price\n1,apple,1.5\n2,pear,2.25\n"
-    r = client.put(f"/api/files/{name}", files={"file": (f"{name}.csv", csv)}, data={"original_file_name": f"{name}.csv"})
+    r = client.put(
+        f"/api/files/{name}", files={"file": (f"{name}.csv", csv)}, data={"original_file_name": f"{name}.csv"}
+    )
     assert r.status_code == 200, r.text
     sources = table(client, "select NAME, ENGINE from information_schema.databases where TYPE='data'")
     assert {"NAME": "files", "ENGINE": "files"} in sources
     assert [r["fruit"] for r in table(client, f"SELECT fruit FROM files.{name} WHERE price > 2")] == ["pear"]
-    assert {f"Tables_in_files": name} in table(client, "SHOW TABLES", db="files")
+    assert {"Tables_in_files": name} in table(client, "SHOW TABLES", db="files")
 
     t = f"ctx_{unique}"
-    externals.execute("postgres", pg_source, f"CREATE TABLE {t} (id INT PRIMARY KEY)",
-                      f"INSERT INTO {t} VALUES (7)")
+    externals.execute(
+        "postgres", pg_source, f"CREATE TABLE {t} (id INT PRIMARY KEY)", f"INSERT INTO {t} VALUES (7)"
+    )
     ds = f"ctx_src_{unique}"
     ok(client, f"CREATE DATABASE {ds} WITH ENGINE = 'postgres', PARAMETERS = {pg_source!r}")
     assert table(client, f"SELECT id FROM {t}", db=ds) == [{"id": 7}]  # bare table in the source's context

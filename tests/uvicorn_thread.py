@@ -14,8 +14,9 @@ class UvicornThread:
     """`start()` serves `app` on `host` (a free port unless `port` is given) and returns the port once uvicorn
     listens; `stop()` shuts it down. `config` goes to `uvicorn.Config`."""
 
-    def __init__(self, app: Any, *, host: str = "127.0.0.1", port: int = 0, name: str = "uvicorn",
-                 **config: Any) -> None:
+    def __init__(
+        self, app: Any, *, host: str = "127.0.0.1", port: int = 0, name: str = "uvicorn", **config: Any
+    ) -> None:
         config = {"log_level": "warning", "access_log": False, **config}
         self.server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, **config))
         self.thread = threading.Thread(target=self.server.run, name=name, daemon=True)

@@ -64,7 +64,7 @@ def decode(raw: str) -> list[dict[str, Any]]:
     chunks = []
     for block in raw[:-2].split("\n\n"):
         assert block.startswith("data: ") and "\n" not in block, block
-        obj = json.loads(block[len("data: "):])
+        obj = json.loads(block[len("data: ") :])
         assert block == "data: " + json.dumps(obj)
         chunks.append(obj)
     return chunks
@@ -130,15 +130,19 @@ def test_extractive_agent_without_matches_or_kbs(client: httpx.Client, unique: s
 
 def test_llm_agent_streams_kb_tool_use(client: httpx.Client, unique: str, kb: str, stub: OpenAIStub) -> None:
     agent = f"llm_{unique}"
-    create_agent(client, agent, model=llm(stub), data={"knowledge_bases": [kb]}, prompt_template="Answer briefly.")
+    create_agent(
+        client, agent, model=llm(stub), data={"knowledge_bases": [kb]}, prompt_template="Answer briefly."
+    )
     sql = f"SELECT * FROM mindsdb.{kb} WHERE content = 'penguins in winter' LIMIT 2"
     thought = "I will search the knowledge base."
     stub.script(tool_call("kb_query_tool", sql, thought=thought), text("They huddle together."))
-    body = {"messages": [
-        {"question": "Who are you?", "answer": "An assistant."},
-        {"question": "Is it cold?", "answer": None},
-        {"question": "How do penguins survive winter?", "answer": ""},
-    ]}
+    body = {
+        "messages": [
+            {"question": "Who are you?", "answer": "An assistant."},
+            {"question": "Is it cold?", "answer": None},
+            {"question": "How do penguins survive winter?", "answer": ""},
+        ]
+    }
     chunks = stream(client, agent, body)
     assert kinds(chunks) == ["start", "actions", "steps", "output", "end"]
     tid = chunks[0]["trace_id"]
@@ -146,14 +150,21 @@ def test_llm_agent_streams_kb_tool_use(client: httpx.Client, unique: str, kb: st
     action = {"tool": "kb_query_tool", "tool_input": sql, "log": thought}
     assert chunks[1] == {"actions": [action], "messages": [{"content": thought}], "trace_id": tid}
     observation = chunks[2]["steps"][0]["observation"]
-    assert chunks[2] == {"steps": [{"action": action, "observation": observation}],
-                         "messages": [{"content": observation}], "trace_id": tid}
+    assert chunks[2] == {
+        "steps": [{"action": action, "observation": observation}],
+        "messages": [{"content": observation}],
+        "trace_id": tid,
+    }
     assert observation.startswith(KB_COLUMNS + CSV_HEADER) and "penguins huddle" in observation
     output = chunks[3]
     assert list(output) == ["output", "messages", "trace_id", "sources"]
-    assert output["output"] == "They huddle together." and output["messages"] == [{"content": "They huddle together."}]
+    assert output["output"] == "They huddle together." and output["messages"] == [
+        {"content": "They huddle together."}
+    ]
     assert output["trace_id"] == tid
-    assert output["sources"] and all(s["kind"] == "kb" and s["name"] == f"mindsdb.{kb}" for s in output["sources"])
+    assert output["sources"] and all(
+        s["kind"] == "kb" and s["name"] == f"mindsdb.{kb}" for s in output["sources"]
+    )
     assert chunks[4] == {"type": "end"}
 
     first, second = stub.requests
@@ -161,8 +172,12 @@ def test_llm_agent_streams_kb_tool_use(client: httpx.Client, unique: str, kb: st
     roles = [(m["role"], m.get("content")) for m in first.messages]
     system = str(roles[0][1])
     assert roles[0][0] == "system" and "Answer briefly." in system and f"mindsdb.{kb}" in system
-    assert roles[1:] == [("user", "Who are you?"), ("assistant", "An assistant."), ("user", "Is it cold?"),
-                         ("user", "How do penguins survive winter?")]
+    assert roles[1:] == [
+        ("user", "Who are you?"),
+        ("assistant", "An assistant."),
+        ("user", "Is it cold?"),
+        ("user", "How do penguins survive winter?"),
+    ]
     assert {t["function"]["name"] for t in first.body["tools"]} == {"kb_list_tool", "kb_query_tool"}
     tool_message = second.messages[-1]
     assert tool_message["role"] == "tool" and tool_message["content"] == observation
@@ -175,11 +190,13 @@ def test_llm_agent_plain_with_role_messages(
     create_agent(client, agent, model=llm(stub), data={"knowledge_bases": [f"mindsdb.{kb}"]})
     sql = f"SELECT * FROM mindsdb.{kb} WHERE content = 'octopus hearts' LIMIT 1"
     stub.script(tool_call("kb_query_tool", sql), text("Three hearts."))
-    body = {"messages": [
-        {"role": "user", "content": "Hello"},
-        {"role": "assistant", "content": "Hi! Ask me about animals."},
-        {"role": "user", "content": "How many hearts has an octopus?"},
-    ]}
+    body = {
+        "messages": [
+            {"role": "user", "content": "Hello"},
+            {"role": "assistant", "content": "Hi! Ask me about animals."},
+            {"role": "user", "content": "How many hearts has an octopus?"},
+        ]
+    }
     r = client.post(f"{P}/agents/{agent}/completions", json=body)
     assert r.status_code == 200, r.text
     message = r.json()["message"]
@@ -187,7 +204,10 @@ def test_llm_agent_plain_with_role_messages(
     assert [c["page_content"] for c in message["context"]] == [ROWS[2]["content"]]
     assert message["sources"][0]["name"] == f"mindsdb.{kb}"
     assert [(m["role"], m["content"]) for m in stub.requests[0].messages[1:]] == [
-        ("user", "Hello"), ("assistant", "Hi! Ask me about animals."), ("user", "How many hearts has an octopus?")]
+        ("user", "Hello"),
+        ("assistant", "Hi! Ask me about animals."),
+        ("user", "How many hearts has an octopus?"),
+    ]
 
 
 # --- (3) tables: sql_db_query on MariaDB --------------------------------------------------------------
@@ -267,7 +287,9 @@ def test_missing_key_and_unreachable_provider(
     client: httpx.Client, unique: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    create_agent(client, f"claude_{unique}", model={"provider": "anthropic", "model_name": "claude-sonnet-4-5"})
+    create_agent(
+        client, f"claude_{unique}", model={"provider": "anthropic", "model_name": "claude-sonnet-4-5"}
+    )
     chunks = stream(client, f"claude_{unique}", ask("hi"))
     assert kinds(chunks) == ["start", "error", "end"]
     assert chunks[1]["error_type"] == "authentication" and "ANTHROPIC_API_KEY" in chunks[1]["content"]
@@ -377,7 +399,11 @@ def test_trace_of_a_run(client: httpx.Client, unique: str, kb: str, stub: OpenAI
     assert "sk-secret-trace" not in r.text
     trace = r.json()
     assert trace["trace_id"] == tid and trace["status"] == "completed" and trace["agent_name"] == agent
-    assert trace["question"] == "Fastest animal?" and trace["answer"] == "The cheetah." and trace["error"] is None
+    assert (
+        trace["question"] == "Fastest animal?"
+        and trace["answer"] == "The cheetah."
+        and trace["error"] is None
+    )
     assert trace["model"] == {"provider": "openai", "model_name": "gpt-stub"}
     (step,) = trace["steps"]
     assert step["tool"] == "kb_query_tool" and step["tool_input"] == sql
@@ -402,14 +428,21 @@ def test_unknown_agent_or_project_and_bad_messages(client: httpx.Client, unique:
         body = assert_problem(client.post(f"{P}/agents/nope_{unique}/{route}", json=ask("hi")), 404)
         assert body["title"] == "Agent not found"
         missing_project = assert_problem(
-            client.post(f"/api/projects/nope_{unique}/agents/{agent}/{route}", json=ask("hi")), 404)
+            client.post(f"/api/projects/nope_{unique}/agents/{agent}/{route}", json=ask("hi")), 404
+        )
         assert missing_project["title"] == "Project not found"
         bad: dict[str, Any]
         for bad in ({}, {"messages": []}, {"messages": None}, {"question": "hi"}):
             problem = assert_problem(client.post(f"{P}/agents/{agent}/{route}", json=bad), 400)
             assert problem["detail"] == 'Must provide "messages" parameter in POST body'
-        assert_problem(client.post(f"{P}/agents/{agent}/{route}", content=b"not json",
-                                   headers={"content-type": "application/json"}), 400)
+        assert_problem(
+            client.post(
+                f"{P}/agents/{agent}/{route}",
+                content=b"not json",
+                headers={"content-type": "application/json"},
+            ),
+            400,
+        )
         no_question = {"messages": [{"question": "", "answer": "an answer"}]}
         assert_problem(client.post(f"{P}/agents/{agent}/{route}", json=no_question), 400)
         assert_problem(client.post(f"{P}/agents/{agent}/{route}", json={"messages": ["text"]}), 400)

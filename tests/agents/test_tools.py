@@ -103,8 +103,10 @@ class World:
 @pytest.fixture(scope="module")
 def maria_tables(mariadb: dict[str, Any]) -> Iterator[tuple[str, str]]:
     name = f"agt_{uuid.uuid4().hex[:8]}"
-    with externals.table("mariadb", mariadb, name, MARIA_COLUMNS, _seed()), \
-            externals.table("mariadb", mariadb, f"{name}_other", MARIA_COLUMNS, _seed()):
+    with (
+        externals.table("mariadb", mariadb, name, MARIA_COLUMNS, _seed()),
+        externals.table("mariadb", mariadb, f"{name}_other", MARIA_COLUMNS, _seed()),
+    ):
         yield name, f"{name}_other"
 
 
@@ -112,25 +114,31 @@ def maria_tables(mariadb: dict[str, Any]) -> Iterator[tuple[str, str]]:
 def pg_schema(pg_source: dict[str, Any]) -> Iterator[str]:
     name = f"agt_{uuid.uuid4().hex[:8]}"
     externals.execute("postgres", pg_source, f"CREATE SCHEMA {name}")
-    with externals.table("postgres", pg_source, f"{name}.items", PG_COLUMNS, _seed()), \
-            externals.table("postgres", pg_source, f"{name}.secret", PG_COLUMNS, _seed()):
+    with (
+        externals.table("postgres", pg_source, f"{name}.items", PG_COLUMNS, _seed()),
+        externals.table("postgres", pg_source, f"{name}.secret", PG_COLUMNS, _seed()),
+    ):
         yield name
     externals.execute("postgres", pg_source, f"DROP SCHEMA {name} CASCADE")
 
 
 def _maria_snapshot(tables: tuple[str, str]) -> list[Any]:
     return [
-        externals.query("mariadb", MARIADB,
-                        f"SELECT COUNT(*), SUM(CRC32(CONCAT_WS('|', id, name, note))) FROM {table}")
+        externals.query(
+            "mariadb", MARIADB, f"SELECT COUNT(*), SUM(CRC32(CONCAT_WS('|', id, name, note))) FROM {table}"
+        )
         for table in tables
     ]
 
 
 def _pg_snapshot(world: World) -> list[Any]:
     return [
-        externals.query("postgres", world.pg_source,
-                        "SELECT count(*), md5(string_agg(concat_ws('|', id, name, note), ',' ORDER BY id)) "
-                        f"FROM {world.pg_schema}.{t}")
+        externals.query(
+            "postgres",
+            world.pg_source,
+            "SELECT count(*), md5(string_agg(concat_ws('|', id, name, note), ',' ORDER BY id)) "
+            f"FROM {world.pg_schema}.{t}",
+        )
         for t in ("items", "secret")
     ]
 

@@ -20,10 +20,13 @@ def test_default_columns_follow_mindsdb() -> None:
 
 def test_declared_columns_and_id_column() -> None:
     spec = ColumnSpec(id_column="sku", content_columns=("title", "body"), metadata_columns=("brand",))
-    docs = list(row_documents([{"sku": "A1", "title": "Lamp", "body": "A bright lamp", "brand": "X", "x": 1}],
-                              spec))
+    docs = list(
+        row_documents([{"sku": "A1", "title": "Lamp", "body": "A bright lamp", "brand": "X", "x": 1}], spec)
+    )
     assert [(d.doc_id, d.content_column, d.content) for d in docs] == [
-        ("A1", "title", "Lamp"), ("A1", "body", "A bright lamp")]
+        ("A1", "title", "Lamp"),
+        ("A1", "body", "A bright lamp"),
+    ]
     assert docs[0].metadata == {"brand": "X"}
 
 
@@ -47,8 +50,11 @@ def test_bad_rows(rows: list[object], message: str) -> None:
 
 
 def test_empty_content_cells_make_no_document() -> None:
-    docs = list(row_documents([{"id": 1, "content": None}, {"id": 2, "content": "  "}, {"id": 3, "content": "x"}],
-                              ColumnSpec()))
+    docs = list(
+        row_documents(
+            [{"id": 1, "content": None}, {"id": 2, "content": "  "}, {"id": 3, "content": "x"}], ColumnSpec()
+        )
+    )
     assert [d.doc_id for d in docs] == ["3"]
 
 
@@ -74,7 +80,7 @@ def test_chunk_ids_offsets_and_metadata() -> None:
         assert meta["_source"] == "TextChunkingPreprocessor" and meta["_updated_at"] == "2026-01-01 00:00:00"
         assert meta["tag"] == "t"
     assert chunks[0].metadata["_start_char"] == 0 and chunks[-1].metadata["_end_char"] == len(text.rstrip())
-    for a, b in zip(chunks, chunks[1:]):
+    for a, b in zip(chunks, chunks[1:], strict=False):
         assert b.metadata["_start_char"] < a.metadata["_end_char"]  # overlapping, nothing dropped
 
 
@@ -89,16 +95,19 @@ def test_small_text_is_one_chunk_like_mindsdb_example() -> None:
     [
         ({}, ChunkingConfig(1000, 200)),
         ({"chunk_size": 300, "chunk_overlap": 30}, ChunkingConfig(300, 30)),
-        ({"preprocessing": {"text_chunking_config": {"chunk_size": 400, "chunk_overlap": 0}}},
-         ChunkingConfig(400, 0)),
+        (
+            {"preprocessing": {"text_chunking_config": {"chunk_size": 400, "chunk_overlap": 0}}},
+            ChunkingConfig(400, 0),
+        ),
     ],
 )
 def test_chunking_config(params: dict[str, object], expected: ChunkingConfig) -> None:
     assert chunking_config(params) == expected
 
 
-@pytest.mark.parametrize("params", [{"chunk_size": 0}, {"chunk_size": 100, "chunk_overlap": 100},
-                                    {"chunk_size": "big"}])
+@pytest.mark.parametrize(
+    "params", [{"chunk_size": 0}, {"chunk_size": 100, "chunk_overlap": 100}, {"chunk_size": "big"}]
+)
 def test_bad_chunking_config(params: dict[str, object]) -> None:
     with pytest.raises(BadRequest):
         chunking_config(params)

@@ -16,16 +16,41 @@ from tests.openai_stub import OpenAIStub, Scripted, error, text
 P = "/api/projects/mindsdb"
 
 ANIMALS = [
-    {"id": 1, "content": "The cheetah is the fastest land animal, reaching 110 km/h in short bursts.",
-     "kind": "mammal", "legs": 4, "region": "africa"},
-    {"id": 2, "content": "Emperor penguins huddle together to survive the Antarctic winter.",
-     "kind": "bird", "legs": 2, "region": "antarctica"},
-    {"id": 3, "content": "Octopuses have three hearts and blue blood.", "kind": "mollusc", "legs": 8,
-     "region": "ocean"},
-    {"id": 4, "content": "Honey bees communicate the location of flowers with a waggle dance.",
-     "kind": "insect", "legs": 6, "region": "everywhere"},
-    {"id": 5, "content": "Elephants can recognise themselves in a mirror and mourn their dead.",
-     "kind": "mammal", "legs": 4, "region": "africa"},
+    {
+        "id": 1,
+        "content": "The cheetah is the fastest land animal, reaching 110 km/h in short bursts.",
+        "kind": "mammal",
+        "legs": 4,
+        "region": "africa",
+    },
+    {
+        "id": 2,
+        "content": "Emperor penguins huddle together to survive the Antarctic winter.",
+        "kind": "bird",
+        "legs": 2,
+        "region": "antarctica",
+    },
+    {
+        "id": 3,
+        "content": "Octopuses have three hearts and blue blood.",
+        "kind": "mollusc",
+        "legs": 8,
+        "region": "ocean",
+    },
+    {
+        "id": 4,
+        "content": "Honey bees communicate the location of flowers with a waggle dance.",
+        "kind": "insect",
+        "legs": 6,
+        "region": "everywhere",
+    },
+    {
+        "id": 5,
+        "content": "Elephants can recognise themselves in a mirror and mourn their dead.",
+        "kind": "mammal",
+        "legs": 4,
+        "region": "africa",
+    },
 ]
 
 
@@ -68,8 +93,16 @@ def test_rows_insert_and_search_finds_the_right_chunk(client: httpx.Client, anim
     assert set(hits[0]) == {"id", "chunk_id", "chunk_content", "metadata", "distance", "relevance"}
     meta = hits[0]["metadata"]
     assert meta["kind"] == "mammal" and meta["legs"] == 4
-    for key in ("_chunk_index", "_content_column", "_start_char", "_end_char", "_original_doc_id",
-                "_original_row_index", "_source", "_updated_at"):
+    for key in (
+        "_chunk_index",
+        "_content_column",
+        "_start_char",
+        "_end_char",
+        "_original_doc_id",
+        "_original_row_index",
+        "_source",
+        "_updated_at",
+    ):
         assert key in meta
     for hit in hits:
         assert 0 < hit["relevance"] <= 1
@@ -105,7 +138,9 @@ def test_relevance_threshold_and_limit(client: httpx.Client, animals: str) -> No
 def test_reinsert_costs_no_embeddings_and_upsert_replaces(client: httpx.Client, animals: str) -> None:
     again = insert(client, animals, rows=ANIMALS)
     assert again["unchanged"] == 5 and again["embedded"] == 0 and again["written"] == 0
-    changed = [dict(ANIMALS[2], content="Octopuses can change colour in milliseconds to hide from predators.")]
+    changed = [
+        dict(ANIMALS[2], content="Octopuses can change colour in milliseconds to hide from predators.")
+    ]
     stats = insert(client, animals, rows=changed)
     assert stats["embedded"] == 1 and stats["deleted"] == 1 and stats["written"] == 1
     assert counts(client, animals) == (5, 5)
@@ -124,21 +159,28 @@ def test_long_text_is_chunked_not_truncated(client: httpx.Client, unique: str) -
     assert stats["chunks"] == len(chunks) >= 8
     covered = sorted((h["metadata"]["_start_char"], h["metadata"]["_end_char"]) for h in chunks)
     assert covered[0][0] == 0 and covered[-1][1] == len(text)
-    for a, b in zip(covered, covered[1:]):  # nothing but whitespace falls between consecutive chunks
-        assert b[0] <= a[1] or not text[a[1]:b[0]].strip()
+    for a, b in zip(
+        covered, covered[1:], strict=False
+    ):  # nothing but whitespace falls between consecutive chunks
+        assert b[0] <= a[1] or not text[a[1] : b[0]].strip()
 
 
 def test_hybrid_beats_vector_only_on_exact_keyword(client: httpx.Client, unique: str) -> None:
     kb = f"codes_{unique}"
     create_kb(client, kb)
-    rows = [{"id": i, "content": f"Printer fault {code}: {text}"} for i, (code, text) in enumerate([
-        ("E100", "the paper tray is empty; refill it and press resume."),
-        ("E200", "a sheet of paper is jammed near the rear roller."),
-        ("E300", "the toner cartridge is nearly used up and should be replaced soon."),
-        ("E400", "the fuser unit overheated; switch the printer off for ten minutes."),
-        ("E500", "the firmware signature check failed after an interrupted update."),
-        ("E600", "the network card lost its connection to the print server."),
-    ])]
+    rows = [
+        {"id": i, "content": f"Printer fault {code}: {text}"}
+        for i, (code, text) in enumerate(
+            [
+                ("E100", "the paper tray is empty; refill it and press resume."),
+                ("E200", "a sheet of paper is jammed near the rear roller."),
+                ("E300", "the toner cartridge is nearly used up and should be replaced soon."),
+                ("E400", "the fuser unit overheated; switch the printer off for ten minutes."),
+                ("E500", "the firmware signature check failed after an interrupted update."),
+                ("E600", "the network card lost its connection to the print server."),
+            ]
+        )
+    ]
     insert(client, kb, rows=rows)
     # all-MiniLM-L6-v2 puts "E400" nearer the E500 and E300 texts; the full-text side knows the token.
     vector = [h["id"] for h in search(client, kb, query="E400", hybrid_search=False)]
@@ -172,8 +214,12 @@ def test_bad_inserts_change_nothing(client: httpx.Client, animals: str) -> None:
         problem = assert_problem(client.put(url, json={"knowledge_base": body}), status)
         assert needle in problem["detail"], (body, problem)
     assert counts(client, animals) == (5, 5)
-    assert_problem(client.put(f"{P}/knowledge_bases/missing_kb", json={"knowledge_base": {"rows": ANIMALS}}), 404)
-    assert_problem(client.put("/api/projects/nope/knowledge_bases/x", json={"knowledge_base": {"rows": ANIMALS}}), 404)
+    assert_problem(
+        client.put(f"{P}/knowledge_bases/missing_kb", json={"knowledge_base": {"rows": ANIMALS}}), 404
+    )
+    assert_problem(
+        client.put("/api/projects/nope/knowledge_bases/x", json={"knowledge_base": {"rows": ANIMALS}}), 404
+    )
 
 
 @pytest.fixture()
@@ -184,8 +230,17 @@ def stub() -> Iterator[OpenAIStub]:
 
 def test_openai_compatible_embedder_with_retry(client: httpx.Client, unique: str, stub: OpenAIStub) -> None:
     kb = f"remote_{unique}"
-    create_kb(client, kb, embedding_model={"provider": "openai", "model_name": "stub-embed", "base_url": stub.url,
-                                           "api_key": "sk-remote", "dimensions": 16})
+    create_kb(
+        client,
+        kb,
+        embedding_model={
+            "provider": "openai",
+            "model_name": "stub-embed",
+            "base_url": stub.url,
+            "api_key": "sk-remote",
+            "dimensions": 16,
+        },
+    )
     stub.script_embeddings(Scripted(429, {"error": {"message": "slow down"}}, {"Retry-After": "0"}))
     stats = insert(client, kb, rows=ANIMALS[:3])
     assert stats["embedded"] == 3
@@ -194,14 +249,26 @@ def test_openai_compatible_embedder_with_retry(client: httpx.Client, unique: str
     assert counts(client, kb) == (3, 3)
 
 
-def test_embedding_provider_down_is_502_and_nothing_written(client: httpx.Client, unique: str,
-                                                           stub: OpenAIStub) -> None:
+def test_embedding_provider_down_is_502_and_nothing_written(
+    client: httpx.Client, unique: str, stub: OpenAIStub
+) -> None:
     kb = f"down_{unique}"
-    create_kb(client, kb, embedding_model={"provider": "openai", "model_name": "stub-embed", "base_url": stub.url,
-                                           "dimensions": 16, "api_key": "k"})
+    create_kb(
+        client,
+        kb,
+        embedding_model={
+            "provider": "openai",
+            "model_name": "stub-embed",
+            "base_url": stub.url,
+            "dimensions": 16,
+            "api_key": "k",
+        },
+    )
     stub.script_embeddings(Scripted(400, {"error": {"message": "model overloaded"}}))
     many = [{"id": i, "content": f"document number {i}"} for i in range(300)]  # two batches
-    problem = assert_problem(client.put(f"{P}/knowledge_bases/{kb}", json={"knowledge_base": {"rows": many}}), 502)
+    problem = assert_problem(
+        client.put(f"{P}/knowledge_bases/{kb}", json={"knowledge_base": {"rows": many}}), 502
+    )
     assert "model overloaded" in problem["detail"]
     assert counts(client, kb) == (0, 0)
 
@@ -212,11 +279,15 @@ def sources(
 ) -> Iterator[tuple[str, str]]:
     """Data sources `maria_<unique>` and `pg_<unique>`, each with a table `notes_<unique>`."""
     table, columns = f"notes_{unique}", "id INT PRIMARY KEY, body TEXT, topic VARCHAR(20)"
-    rows = [(1, "The rocket launch was delayed by high winds.", "space"),
-            (2, "Sourdough bread needs a lively starter and a long proof.", "baking")]
+    rows = [
+        (1, "The rocket launch was delayed by high winds.", "space"),
+        (2, "Sourdough bread needs a lively starter and a long proof.", "baking"),
+    ]
     maria, pg = f"maria_{unique}", f"pg_{unique}"
-    with externals.table("mariadb", mariadb, table, columns, rows), \
-            externals.table("postgres", pg_source, table, columns, [(i + 10, b, t) for i, b, t in rows]):
+    with (
+        externals.table("mariadb", mariadb, table, columns, rows),
+        externals.table("postgres", pg_source, table, columns, [(i + 10, b, t) for i, b, t in rows]),
+    ):
         for name, engine, params in ((maria, "mariadb", mariadb), (pg, "postgres", pg_source)):
             database = {"name": name, "engine": engine, "parameters": params}
             r = client.post("/api/databases", json={"database": database})
@@ -233,8 +304,12 @@ def test_insert_from_mariadb_and_postgres_queries(
     kb = f"notes_kb_{unique}"
     create_kb(client, kb, content_columns=["body"], metadata_columns=["topic"])
     insert(client, kb, query=f"SELECT id, body, topic FROM {maria}.notes_{unique} WHERE id = 1")
-    stats = insert(client, kb, query=f"SELECT id, body, topic FROM {pg}.notes_{unique}",
-                   rows=[{"id": 99, "body": "A row sent beside the query.", "topic": "misc"}])
+    stats = insert(
+        client,
+        kb,
+        query=f"SELECT id, body, topic FROM {pg}.notes_{unique}",
+        rows=[{"id": 99, "body": "A row sent beside the query.", "topic": "misc"}],
+    )
     assert stats["documents"] == 3
     assert counts(client, kb) == (4, 4)
     top = search(client, kb, query="baking bread at home", limit=1)[0]
@@ -246,8 +321,16 @@ def test_insert_from_mariadb_and_postgres_queries(
 def test_llm_reranking(client: httpx.Client, unique: str) -> None:
     with OpenAIStub() as llm:
         kb = f"rerank_{unique}"
-        create_kb(client, kb, reranking_model={"provider": "openai", "model_name": "judge", "api_key": "sk-r",
-                                               "base_url": llm.base_url})
+        create_kb(
+            client,
+            kb,
+            reranking_model={
+                "provider": "openai",
+                "model_name": "judge",
+                "api_key": "sk-r",
+                "base_url": llm.base_url,
+            },
+        )
         insert(client, kb, rows=ANIMALS)
         llm.script(text('{"scores": [0.1, 0.9, 0.2, 0.95, 0.3]}'))
         hits = search(client, kb, query="animals that live in groups", limit=5)

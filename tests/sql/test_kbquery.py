@@ -13,8 +13,18 @@ from agentkb.kb.filters import Filter
 from agentkb.sql.kbquery import KBQuery, parse_kb_select, parse_kb_select_ast, strip_wrappers
 
 BASE = KBQuery(
-    project="mindsdb", kb="my_kb", columns=None, content=None, filters=(), relevance_threshold=None,
-    limit=None, offset=None, hybrid_search=None, hybrid_search_alpha=None, reranking=None, order_by=(),
+    project="mindsdb",
+    kb="my_kb",
+    columns=None,
+    content=None,
+    filters=(),
+    relevance_threshold=None,
+    limit=None,
+    offset=None,
+    hybrid_search=None,
+    hybrid_search_alpha=None,
+    reranking=None,
+    order_by=(),
 )
 
 
@@ -55,19 +65,25 @@ OK_CASES: list[tuple[str, KBQuery]] = [
     ("select * from my_kb where tag is null", q(filters=(f("tag", "is null", None),))),
     ("select * from my_kb where tag is not null", q(filters=(f("tag", "is not null", None),))),
     ("select * from my_kb where tag = null", q(filters=(f("tag", "is null", None),))),
-    ("select * from my_kb where ok = true and bad is false",
-     q(filters=(f("ok", "=", True), f("bad", "=", False)))),
+    (
+        "select * from my_kb where ok = true and bad is false",
+        q(filters=(f("ok", "=", True), f("bad", "=", False))),
+    ),
     ("select * from my_kb where year between 1 and 2", q(filters=(f("year", ">=", 1), f("year", "<=", 2)))),
     ("select * from my_kb where x = 1e3", q(filters=(f("x", "=", 1000.0),))),
     # key spellings: metadata->>'k', metadata.k, qualified by the KB name or alias, reversed comparisons
     ("select * from my_kb where metadata->>'author' = 'x'", q(filters=(f("author", "=", "x"),))),
     ("select * from my_kb where metadata.author = 'x'", q(filters=(f("author", "=", "x"),))),
     ("select * from my_kb where my_kb.author = 'x'", q(filters=(f("author", "=", "x"),))),
-    ("select * from mindsdb.my_kb k where k.metadata.author = 'x' and mindsdb.my_kb.y = 1",
-     q(filters=(f("author", "=", "x"), f("y", "=", 1)))),
+    (
+        "select * from mindsdb.my_kb k where k.metadata.author = 'x' and mindsdb.my_kb.y = 1",
+        q(filters=(f("author", "=", "x"), f("y", "=", 1))),
+    ),
     ("select * from my_kb where 2000 < year", q(filters=(f("year", ">", 2000),))),
-    ("select * from my_kb where id = 'A1' and chunk_id = 'A1:notes:1of1:0to20'",
-     q(filters=(f("id", "=", "A1"), f("chunk_id", "=", "A1:notes:1of1:0to20")))),
+    (
+        "select * from my_kb where id = 'A1' and chunk_id = 'A1:notes:1of1:0to20'",
+        q(filters=(f("id", "=", "A1"), f("chunk_id", "=", "A1:notes:1of1:0to20"))),
+    ),
     ("select * from my_kb where `Mixed Key` = 1", q(filters=(f("Mixed Key", "=", 1),))),
     # relevance threshold
     ("select * from my_kb where content = 'x' and relevance >= 0.5", q(content="x", relevance_threshold=0.5)),
@@ -76,10 +92,14 @@ OK_CASES: list[tuple[str, KBQuery]] = [
     ("select * from my_kb where 0.25 <= relevance", q(relevance_threshold=0.25)),
     # MindsDB flags
     ("select * from my_kb where content = 'x' and reranking = false", q(content="x", reranking=False)),
-    ("select * from my_kb where content = 'x' and hybrid_search = true and hybrid_search_alpha = 0.7",
-     q(content="x", hybrid_search=True, hybrid_search_alpha=0.7)),
-    ("select * from my_kb where reranking = 1 and hybrid_search = 'false'",
-     q(reranking=True, hybrid_search=False)),
+    (
+        "select * from my_kb where content = 'x' and hybrid_search = true and hybrid_search_alpha = 0.7",
+        q(content="x", hybrid_search=True, hybrid_search_alpha=0.7),
+    ),
+    (
+        "select * from my_kb where reranking = 1 and hybrid_search = 'false'",
+        q(reranking=True, hybrid_search=False),
+    ),
     # LLM wrappers
     ("```sql\nSELECT * FROM my_kb WHERE content = 'x' LIMIT 3\n```", q(content="x", limit=3)),
     ("```\nSELECT * FROM my_kb LIMIT 3;\n```", q(limit=3)),
@@ -89,14 +109,18 @@ OK_CASES: list[tuple[str, KBQuery]] = [
     ("select id, chunk_content, relevance from my_kb", q(columns=("id", "chunk_content", "relevance"))),
     ("select my_kb.* from my_kb", q()),
     ("select k.id, k.metadata.author from mindsdb.my_kb as k", q(columns=("id", "author"))),
-    ("select ID, metadata, distance, author, metadata.year, metadata->>'t' from my_kb",
-     q(columns=("id", "metadata", "distance", "author", "year", "t"))),
+    (
+        "select ID, metadata, distance, author, metadata.year, metadata->>'t' from my_kb",
+        q(columns=("id", "metadata", "distance", "author", "year", "t")),
+    ),
     # limit, offset, order by
     ("select * from my_kb limit 0", q(limit=0)),
     ("select * from my_kb where content = 'x' limit 500 offset 20", q(content="x", limit=500, offset=20)),
     ("select * from my_kb limit 20, 5", q(limit=5, offset=20)),
-    ("select * from my_kb order by relevance desc, metadata.year asc, id",
-     q(order_by=(("relevance", True), ("year", False), ("id", False)))),
+    (
+        "select * from my_kb order by relevance desc, metadata.year asc, id",
+        q(order_by=(("relevance", True), ("year", False), ("id", False))),
+    ),
 ]
 
 
