@@ -94,13 +94,14 @@ def revoke(
 
     async def work(services: Services) -> bool:
         await services.auth.revoke_key(name)
-        return await services.auth.configured()
+        return await services.auth.any_key()
 
-    still_on = with_services(data_dir, work)
+    keys_left = with_services(data_dir, work)
     typer.echo(f"API key {name} revoked")
-    if not still_on:
+    if not keys_left:
         typer.echo(
-            "no API key and no login (AGENTKB_USERNAME/AGENTKB_PASSWORD) is left: authentication is now off "
-            "for servers on 127.0.0.1 (a server on another interface keeps refusing unauthenticated requests)",
+            "that was the last API key: a server on 127.0.0.1 without AGENTKB_USERNAME/AGENTKB_PASSWORD now "
+            "runs with authentication off (one bound to another interface keeps refusing requests without "
+            "a credential)",
             err=True,
         )

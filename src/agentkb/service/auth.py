@@ -90,12 +90,13 @@ class AuthService:
     def login_enabled(self) -> bool:
         return self.username is not None and self._password is not None
 
-    async def configured(self) -> bool:
-        """A login is configured or an API key exists."""
-        if self.login_enabled:
-            return True
+    async def any_key(self) -> bool:
         async with self.db.connect() as conn:
             return await repo.any_key(conn)
+
+    async def configured(self) -> bool:
+        """A login is configured or an API key exists."""
+        return self.login_enabled or await self.any_key()
 
     async def enabled(self) -> bool:
         """Whether requests need a credential."""
