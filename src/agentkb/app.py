@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from agentkb import __version__
 from agentkb.api import (
     agents,
+    auth,
     completions,
     databases,
     errors,
@@ -21,7 +22,9 @@ from agentkb.api import (
     sql,
     status,
 )
+from agentkb.api.auth import Authenticate, document_security, public_paths
 from agentkb.api.middleware import RequestContext
+from agentkb.api.ratelimit import RateLimit
 from agentkb.runtime import open_runtime
 from agentkb.settings import Settings
 
@@ -47,8 +50,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     errors.install(app)
-    for module in (status, projects, agents, completions, knowledge_bases, jobs, databases, sql, files):
+    for module in (status, auth, projects, agents, completions, knowledge_bases, jobs, databases, sql, files):
         app.include_router(module.router)
+    document_security(app)
+    # the last added runs first: request id and body limit, then authentication, then the rate limit
+    if settings.rate_limit_per_min > 0:
+        app.add_middleware(RateLimit, per_minute=settings.rate_limit_per_min)
+    app.add_middleware(Authenticate, public=public_paths(app))
     app.add_middleware(
         RequestContext, max_body_bytes=settings.max_body_bytes, max_upload_bytes=settings.max_upload_bytes
     )

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -74,6 +74,25 @@ class Settings(BaseSettings):
         default=120.0,
         description="Default bound on one agent run (an agent's `params.timeout` overrides it).",
     )
+    username: str | None = Field(
+        default=None,
+        description="User name for `POST /api/login` (with `AGENTKB_PASSWORD`; setting both turns auth on).",
+    )
+    password: SecretStr | None = Field(
+        default=None, description="Password for `POST /api/login` (with `AGENTKB_USERNAME`)."
+    )
+    token_ttl_s: float = Field(
+        default=86400.0, gt=0, description="Lifetime of a login token, in seconds (then log in again)."
+    )
+    allow_no_auth: bool = Field(
+        default=False,
+        description="Let `agentkb serve` bind a non-loopback interface with no authentication configured.",
+    )
+    rate_limit_per_min: int = Field(
+        default=0,
+        ge=0,
+        description="Requests per minute allowed to each credential (or client address); 0 turns it off.",
+    )
     log_level: str = Field(default="INFO", description="Log level (DEBUG, INFO, WARNING, ERROR).")
     log_format: Literal["text", "json"] = Field(default="text", description="Log lines as text or JSON.")
 
@@ -86,6 +105,17 @@ class Settings(BaseSettings):
     @classmethod
     def _lower(cls, value: str) -> str:
         return value.lower()
+
+    @field_validator("username", "password", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        return None if value == "" else value
+
+    @model_validator(mode="after")
+    def _login_pair(self) -> Settings:
+        if (self.username is None) != (self.password is None):
+            raise ValueError("set both AGENTKB_USERNAME and AGENTKB_PASSWORD, or neither")
+        return self
 
     @property
     def pg_dir(self) -> Path:

@@ -52,7 +52,10 @@ def install(app: FastAPI) -> None:
     async def _agentkb(request: Request, exc: AgentKBError) -> Problem:
         if exc.status >= 500:
             log.error("request %s failed: %s", getattr(request.state, "request_id", "-"), exc.detail)
-        return Problem(exc.status, exc.title, exc.detail)
+        response = Problem(exc.status, exc.title, exc.detail)
+        if exc.status == 401:
+            response.headers["WWW-Authenticate"] = "Bearer"
+        return response
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> Problem:

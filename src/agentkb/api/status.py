@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from agentkb import __version__
+from agentkb.api.auth import credential
+from agentkb.api.deps import ServicesDep
 from agentkb.api.responses import JSON
 
 router = APIRouter(tags=["status"])
@@ -16,13 +18,21 @@ COMPATIBLE_MINDSDB_VERSION = "26.1.0"
 
 
 @router.get("/api/status")
-async def status() -> Any:
+async def status(request: Request, services: ServicesDep) -> Any:
+    """Open without a credential (as MindsDB's): `auth.http_auth_enabled` tells clients whether to log in,
+    `auth.confirmed` whether the credential sent (if any) is accepted."""
+    enabled = await services.auth.enabled()
+    confirmed = not enabled or await services.auth.authenticate(credential(request.headers)) is not None
     return JSON(
         {
             "mindsdb_version": COMPATIBLE_MINDSDB_VERSION,
             "agentkb_version": __version__,
             "environment": "local",
-            "auth": {"confirmed": True, "http_auth_enabled": False, "provider": "disabled"},
+            "auth": {
+                "confirmed": confirmed,
+                "http_auth_enabled": enabled,
+                "provider": "local" if enabled else "disabled",
+            },
         }
     )
 

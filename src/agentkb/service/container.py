@@ -11,6 +11,7 @@ from agentkb.ingest.crawl.source import UrlSource
 from agentkb.ingest.files.source import FileSource
 from agentkb.kb.embedders.registry import EmbedderRegistry
 from agentkb.service.agents import AgentService
+from agentkb.service.auth import AuthService
 from agentkb.service.completions import CompletionService
 from agentkb.service.data_sources import DataSourceService
 from agentkb.service.files import FileService
@@ -38,6 +39,7 @@ class Services:
     files: FileService
     completions: CompletionService
     sql: SQLService
+    auth: AuthService
 
     async def aclose(self) -> None:
         """Give back what the services hold (data-source engines, embedder and search HTTP clients)."""
@@ -84,4 +86,5 @@ def build_services(
             files=files,
             completions=completions,
         ),
+        auth=AuthService(db, settings),
     )
