@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter
+from pydantic import BaseModel
 
 from agentkb import __version__
 from agentkb.api.responses import JSON
@@ -15,7 +16,24 @@ router = APIRouter(tags=["status"])
 COMPATIBLE_MINDSDB_VERSION = "26.1.0"
 
 
-@router.get("/api/status")
+class StatusAuth(BaseModel):
+    confirmed: bool
+    http_auth_enabled: bool
+    provider: str
+
+
+class StatusRecord(BaseModel):
+    mindsdb_version: str
+    agentkb_version: str
+    environment: str
+    auth: StatusAuth
+
+
+class Ok(BaseModel):
+    status: str
+
+
+@router.get("/api/status", response_model=StatusRecord)
 async def status() -> Any:
     return JSON(
         {
@@ -27,11 +45,11 @@ async def status() -> Any:
     )
 
 
-@router.get("/api/util/ping")
+@router.get("/api/util/ping", response_model=Ok)
 async def ping() -> Any:
     return JSON({"status": "ok"})
 
 
-@router.get("/health")
+@router.get("/health", response_model=Ok)
 async def health() -> Any:
     return JSON({"status": "ok"})
