@@ -9,8 +9,8 @@ from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
 from agentkb.api.deps import ServicesDep
-from agentkb.api.responses import JSON
-from agentkb.api.schemas import job_record
+from agentkb.api.responses import JSON, event_stream, problems
+from agentkb.api.schemas import JobRecord, job_record
 from agentkb.api.sse import sse_objects
 
 router = APIRouter(
@@ -18,7 +18,7 @@ router = APIRouter(
 )
 
 
-@router.get("")
+@router.get("", response_model=list[JobRecord], responses=problems(400, 404))
 async def list_jobs(
     project_name: str, kb_name: str, services: ServicesDep, limit: int = Query(50, ge=1, le=1000)
 ) -> Any:
@@ -26,13 +26,24 @@ async def list_jobs(
     return JSON([job_record(j, kb.project_name, kb.name) for j in rows])
 
 
-@router.get("/{job_id}")
+@router.get("/{job_id}", response_model=JobRecord, responses=problems(404))
 async def get_job(project_name: str, kb_name: str, job_id: str, services: ServicesDep) -> Any:
     kb, job = await services.jobs.get(project_name, kb_name, job_id)
     return JSON(job_record(job, kb.project_name, kb.name))
 
 
-@router.delete("/{job_id}")
+@router.delete(
+    "/{job_id}",
+    response_model=JobRecord,
+    responses={
+        200: {"description": "Cancelled (a queued job), or already finished"},
+        202: {
+            "description": "Cancel requested: the running job stops at its next progress check",
+            "model": JobRecord,
+        },
+        **problems(404),
+    },
+)
 async def cancel_job(project_name: str, kb_name: str, job_id: str, services: ServicesDep) -> Any:
     """Cancel: a queued job ends at once, a running one at its next progress check (its transaction is
     rolled back, so nothing of it is stored). A finished job is left as it is."""
@@ -40,7 +51,14 @@ async def cancel_job(project_name: str, kb_name: str, job_id: str, services: Ser
     return JSON(job_record(job, kb.project_name, kb.name), status_code=202 if job.state == "running" else 200)
 
 
-@router.get("/{job_id}/events")
+@router.get(
+    "/{job_id}/events",
+    response_class=StreamingResponse,
+    responses={
+        200: event_stream(JobRecord, "The job record each time it changes, until it ends"),
+        **problems(404),
+    },
+)
 async def job_events(
     project_name: str, kb_name: str, job_id: str, services: ServicesDep
 ) -> StreamingResponse:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
+from pydantic import BaseModel
 
 from agentkb import __version__
 from agentkb.api.auth import credential
@@ -17,7 +18,24 @@ router = APIRouter(tags=["status"])
 COMPATIBLE_MINDSDB_VERSION = "26.1.0"
 
 
-@router.get("/api/status")
+class StatusAuth(BaseModel):
+    confirmed: bool
+    http_auth_enabled: bool
+    provider: str
+
+
+class StatusRecord(BaseModel):
+    mindsdb_version: str
+    agentkb_version: str
+    environment: str
+    auth: StatusAuth
+
+
+class Ok(BaseModel):
+    status: str
+
+
+@router.get("/api/status", response_model=StatusRecord)
 async def status(request: Request, services: ServicesDep) -> Any:
     """Open without a credential (as MindsDB's): `auth.http_auth_enabled` tells clients whether to log in,
     `auth.confirmed` whether the credential sent (if any) is accepted."""
@@ -37,11 +55,11 @@ async def status(request: Request, services: ServicesDep) -> Any:
     )
 
 
-@router.get("/api/util/ping")
+@router.get("/api/util/ping", response_model=Ok)
 async def ping() -> Any:
     return JSON({"status": "ok"})
 
 
-@router.get("/health")
+@router.get("/health", response_model=Ok)
 async def health() -> Any:
     return JSON({"status": "ok"})
