@@ -18,7 +18,7 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agentkb.api.deps import ServicesDep
-from agentkb.api.responses import JSON, Problem
+from agentkb.api.responses import JSON, Problem, problems
 from agentkb.service.types import Principal
 
 router = APIRouter(prefix="/api", tags=["auth"])
@@ -65,7 +65,7 @@ def principal(request: Request) -> Principal | None:
     return found
 
 
-@router.post("/login", response_model=LoginAnswer)
+@router.post("/login", response_model=LoginAnswer, responses=problems(400, 401, 413))
 async def login(body: LoginRequest, services: ServicesDep) -> Any:
     """MindsDB's login: a token to send as `Authorization: Bearer <token>` until it expires."""
     token = await services.auth.login(body.username, body.password)
@@ -73,7 +73,7 @@ async def login(body: LoginRequest, services: ServicesDep) -> Any:
     return JSON({"token": token.token, "expires_in": int(ttl) if ttl.is_integer() else ttl})
 
 
-@router.post("/logout")
+@router.post("/logout", response_model=str, responses=problems(400, 413))
 async def logout(request: Request, services: ServicesDep) -> Any:
     """End the session of the login token sent (an API key is revoked with `agentkb keys revoke`)."""
     await services.auth.logout(credential(request.headers))

@@ -61,9 +61,11 @@ class ProblemBody(BaseModel):
 
 _PROBLEM_DESCRIPTIONS = {
     400: "Invalid request: malformed body, parameter, name or value",
+    401: "No valid credential (or, for a login, wrong user name or password)",
     404: "The project or resource named in the path does not exist",
     409: "Conflict: the name is taken, or the resource is in use",
     413: "The request body is larger than the server's limit",
+    429: "Too many requests for this credential; retry after `Retry-After` seconds",
     502: "An embedding or language-model provider failed",
 }
 
