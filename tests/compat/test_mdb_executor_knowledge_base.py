@@ -755,9 +755,8 @@ class TestKBSelectAndParams(BaseTestKB):
 
     @pytest.mark.xfail(
         strict=True,
-        reason="EVALUATE KNOWLEDGE_BASE is refused (test-data generation with the reranking model or `llm`, "
-        "files.<test_table>/<save_to> written, a result table with total/total_found); "
-        f"also {FILES_INSERT}",
+        reason=f"{FILES_INSERT}; then: EVALUATE KNOWLEDGE_BASE is refused (test-data generation with the reranking "
+        "model or `llm`, files.<test_table>/<save_to> written, a result table with total/total_found)",
     )
     def test_evaluate(self) -> None:
         """Origin: test_evaluate, cases 1-3 (MindsDB @v26.1.0). `mock_openai` (the LLM generating test data)
@@ -895,8 +894,8 @@ class TestKBSelectAndParams(BaseTestKB):
 
     @pytest.mark.xfail(
         strict=True,
-        reason=f"no default reranking model setting (MindsDB config default_reranking_model, applied to a KB "
-        f"created without reranking_model unless reranking_model = false); and {DESCRIBE}",
+        reason=f"{DESCRIBE}; then: no default reranking model setting (MindsDB config default_reranking_model, "
+        "applied to a KB created without reranking_model unless reranking_model = false)",
     )
     def test_save_default_params(self, fresh_app: Any) -> None:
         """Origin: test_save_default_params (MindsDB @v26.1.0). MindsDB patches `Config.get` for
