@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, assume, example, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 from schemathesis.checks import (
@@ -40,48 +40,6 @@ INT64 = range(-(2**63), 2**63)
 AGENTS = "/api/projects/{project_name}/agents"
 KBS = "/api/projects/{project_name}/knowledge_bases"
 KB = KBS + "/{kb_name}"
-
-
-def _holds(value: Any, bad: Any) -> bool:
-    if isinstance(value, dict):
-        return any(_holds(k, bad) or _holds(v, bad) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_holds(v, bad) for v in value)
-    return bool(bad(value))
-
-
-def _huge_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value not in INT64
-
-
-def _nul(value: Any) -> bool:
-    return isinstance(value, str) and "\x00" in value
-
-
-def _past_ef_search(body: dict[str, Any]) -> bool:
-    offset, limit = body.get("offset"), body.get("limit")  # JSON numbers: 3.0 is the integer 3
-    offset = int(offset) if isinstance(offset, int | float) and offset < 2**63 else 2**63
-    limit = min(int(limit), 100) if isinstance(limit, int | float) else 10
-    return offset >= 2**63 or (body.get("query") is not None and 4 * (limit + offset) > 1000)
-
-
-def known_bug(label: str, body: Any) -> bool:
-    """Requests that hit a known server bug (a 500), not a wrong declaration; each is reported. Drop a rule
-    once its bug is fixed, so the run checks those requests again."""
-    stores_json = (f"POST {AGENTS}", f"PUT {AGENTS}/{{agent_name}}", f"POST {KBS}", f"PUT {KB}")
-    if label in stores_json and _holds(body, _huge_int):
-        # Stored JSON (agent params and model, KB params, an insert job's request) is encoded with orjson,
-        # which refuses integers beyond 64 bits: TypeError.
-        return True
-    if label == f"PUT {KB}":
-        # The insert job's request goes to jsonb unchecked; jsonb refuses NUL characters, e.g. in `query`.
-        return _holds(body, _nul)
-    if label == f"POST {KB}/search" and isinstance(body, dict):
-        # A NUL character in `query` or in a filter key or value reaches PostgreSQL text: DataError.
-        # A content search asks HNSW for 4 x (limit + offset) candidates; past pgvector's hnsw.ef_search
-        # maximum of 1000 (limit + offset > 250) set_config fails, as does an offset beyond 64 bits.
-        return _holds(body, _nul) or _past_ef_search(body)
-    return False
 
 
 def _spec() -> dict[str, Any]:
@@ -125,7 +83,6 @@ def _run(
         max_examples=MAX_EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck)
     )
     def run(case: Any) -> None:
-        assume(not known_bug(label, case.body))
         case.call_and_validate(base_url=base_url, checks=CHECKS)
 
     if mode is GenerationMode.POSITIVE and path_parameters is not None:

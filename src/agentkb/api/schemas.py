@@ -176,7 +176,7 @@ class SearchRequest(BaseModel):
     limit: int | None = Field(
         None, ge=0, description="Rows to return (default 10, at most 100 with a query)."
     )
-    offset: int = Field(0, ge=0)
+    offset: int = Field(0, ge=0, le=1_000_000)
     filters: dict[str, Any] | list[FilterCondition] | None = Field(
         None,
         description="{key: value} (a list value means IN) or [{key, op, value}]; keys are metadata keys, "
