@@ -23,6 +23,7 @@ from agentkb.api import (
 )
 from agentkb.api.middleware import RequestContext
 from agentkb.runtime import open_runtime
+from agentkb.service.lifecycle import Shutdown
 from agentkb.settings import Settings
 
 log = logging.getLogger("agentkb")
@@ -31,7 +32,8 @@ log = logging.getLogger("agentkb")
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
-    async with open_runtime(settings, run_worker=settings.worker_enabled) as services:
+    shutdown: Shutdown = app.state.shutdown
+    async with open_runtime(settings, run_worker=settings.worker_enabled, shutdown=shutdown) as services:
         app.state.services = services
         log.info("agentkb %s ready", __version__)
         yield
@@ -46,6 +48,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
+    app.state.shutdown = Shutdown()  # begun by the server on SIGTERM (agentkb.cli.server)
     errors.install(app)
     for module in (status, projects, agents, completions, knowledge_bases, jobs, databases, sql, files):
         app.include_router(module.router)

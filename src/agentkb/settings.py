@@ -74,6 +74,11 @@ class Settings(BaseSettings):
         default=120.0,
         description="Default bound on one agent run (an agent's `params.timeout` overrides it).",
     )
+    shutdown_grace_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="On SIGTERM/SIGINT, the process exits within this many seconds (a second signal: at once).",
+    )
     log_level: str = Field(default="INFO", description="Log level (DEBUG, INFO, WARNING, ERROR).")
     log_format: Literal["text", "json"] = Field(default="text", description="Log lines as text or JSON.")
 
