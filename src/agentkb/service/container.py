@@ -14,6 +14,7 @@ from agentkb.service.agents import AgentService
 from agentkb.service.completions import CompletionService
 from agentkb.service.data_sources import DataSourceService
 from agentkb.service.files import FileService
+from agentkb.service.health import HealthService
 from agentkb.service.ingest import IngestService
 from agentkb.service.jobs import JobService
 from agentkb.service.knowledge_bases import KnowledgeBaseService
@@ -40,6 +41,7 @@ class Services:
     completions: CompletionService
     sql: SQLService
     shutdown: Shutdown
+    health: HealthService
 
     async def aclose(self) -> None:
         """Give back what the services hold (data-source engines, embedder and search HTTP clients)."""
@@ -93,4 +95,5 @@ def build_services(
             completions=completions,
         ),
         shutdown=shutdown,
+        health=HealthService(db, shutdown),
     )
