@@ -1,5 +1,5 @@
 """Probes and HTTP guards: `/health` (liveness) and `/health/ready` (readiness) against a PostgreSQL the
-test stops and starts again."""
+test stops and starts again, and the body-size limit on chunked bodies."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import httpx
 import psycopg
 import pytest
 
-from tests.conftest import free_port
+from tests.conftest import ServedApp, free_port
 from tests.helpers import assert_problem
 
 
@@ -104,3 +104,43 @@ def test_readiness_follows_postgres_and_migrations(tmp_path: Path, own_pg: Any) 
     finally:
         proc.kill()
         proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def small_limit(settings: Any) -> Iterator[str]:
+    """agentkb with a 4 KiB body limit (and no worker of its own), on the session's database."""
+    with ServedApp(settings.model_copy(update={"max_body_bytes": 4096, "worker_enabled": False})) as app:
+        yield app.url
+
+
+def chunked(total: int, size: int = 1024) -> Iterator[bytes]:
+    """A JSON body sent with `Transfer-Encoding: chunked` (a generator has no Content-Length)."""
+    body = b'{"name": "' + b"x" * max(0, total - 12) + b'"}'
+    for i in range(0, len(body), size):
+        yield body[i : i + size]
+
+
+def test_chunked_body_over_the_limit_is_413(small_limit: str) -> None:
+    with httpx.Client(base_url=small_limit, timeout=30) as client:
+        r = client.post(
+            "/api/projects", content=chunked(16 * 1024), headers={"Content-Type": "application/json"}
+        )
+        assert (
+            r.request.headers.get("transfer-encoding") == "chunked"
+            and "content-length" not in r.request.headers
+        )
+        body = assert_problem(r, 413)
+        assert body["title"] == "Payload too large" and "4096 bytes" in body["detail"], body
+        assert r.headers["connection"] == "close" and r.headers["x-request-id"]
+
+        declared = client.post("/api/projects", content=b"x" * 5000)  # with Content-Length: refused unread
+        assert_problem(declared, 413)
+
+        name = f"chunky_{free_port()}"
+        small = client.post(
+            "/api/projects",
+            content=iter([b'{"name": ', f'"{name}"}}'.encode()]),
+            headers={"Content-Type": "application/json"},
+        )
+        assert small.status_code == 201 and small.json() == {"name": name}, small.text  # under it: served
+        assert client.delete(f"/api/projects/{name}").status_code == 204
