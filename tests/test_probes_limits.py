@@ -1,5 +1,5 @@
 """Probes and HTTP guards: `/health` (liveness) and `/health/ready` (readiness) against a PostgreSQL the
-test stops and starts again, and the body-size limit on chunked bodies."""
+test stops and starts again, the body-size limit on chunked bodies, and CORS (off unless configured)."""
 
 from __future__ import annotations
 
@@ -144,3 +144,44 @@ def test_chunked_body_over_the_limit_is_413(small_limit: str) -> None:
         )
         assert small.status_code == 201 and small.json() == {"name": name}, small.text  # under it: served
         assert client.delete(f"/api/projects/{name}").status_code == 204
+
+
+def test_no_cors_headers_unless_configured(client: httpx.Client) -> None:
+    simple = client.get("/api/status", headers={"Origin": "https://app.example"})
+    assert simple.status_code == 200 and "access-control-allow-origin" not in simple.headers
+    preflight = client.options(
+        "/api/projects", headers={"Origin": "https://app.example", "Access-Control-Request-Method": "POST"}
+    )
+    assert "access-control-allow-origin" not in preflight.headers
+
+
+def test_cors_for_the_configured_origins(settings: Any) -> None:
+    configured = settings.model_copy(
+        update={"cors_origins": ["https://app.example"], "worker_enabled": False}
+    )
+    with ServedApp(configured) as app, httpx.Client(base_url=app.url, timeout=30) as client:
+        preflight = client.options(
+            "/api/projects",
+            headers={
+                "Origin": "https://app.example",
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "content-type, authorization",
+            },
+        )
+        assert preflight.status_code == 200, preflight.text
+        assert preflight.headers["access-control-allow-origin"] == "https://app.example"
+        assert "POST" in preflight.headers["access-control-allow-methods"]
+        assert "authorization" in preflight.headers["access-control-allow-headers"].lower()
+
+        simple = client.get("/api/status", headers={"Origin": "https://app.example"})
+        assert simple.status_code == 200
+        assert simple.headers["access-control-allow-origin"] == "https://app.example"
+        assert "x-request-id" in simple.headers["access-control-expose-headers"].lower()
+
+        other = client.get("/api/status", headers={"Origin": "https://evil.example"})
+        assert other.status_code == 200 and "access-control-allow-origin" not in other.headers
+        refused = client.options(
+            "/api/projects",
+            headers={"Origin": "https://evil.example", "Access-Control-Request-Method": "POST"},
+        )
+        assert refused.status_code == 400 and "access-control-allow-origin" not in refused.headers

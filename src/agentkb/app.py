@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from starlette.middleware.cors import CORSMiddleware
 
 from agentkb import __version__
 from agentkb.api import (
@@ -55,4 +56,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(
         RequestContext, max_body_bytes=settings.max_body_bytes, max_upload_bytes=settings.max_upload_bytes
     )
+    if settings.cors_origins:  # outermost: preflights are answered before anything else runs
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["*"],
+            allow_headers=["*"],
+            expose_headers=["X-Request-Id", "X-Agentkb-Job", "X-Agentkb-Ingest"],
+            max_age=600,
+        )
     return app
