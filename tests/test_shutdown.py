@@ -69,7 +69,9 @@ def serve(data_dir: Path, port: int, log: Path, **env: str) -> Iterator[subproce
     try:
         deadline = time.monotonic() + 90
         while True:
-            assert proc.poll() is None, log.read_text()[-3000:]
+            assert proc.poll() is None, (
+                f"server exited at start-up ({proc.returncode}):\n{log.read_text()[-4000:]}"
+            )
             try:
                 if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
                     break
