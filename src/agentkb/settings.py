@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
+    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
@@ -92,6 +94,15 @@ class Settings(BaseSettings):
         default=0,
         ge=0,
         description="Requests per minute allowed to each credential (or client address); 0 turns it off.",
+    shutdown_grace_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="On SIGTERM/SIGINT, the process exits within this many seconds (a second signal: at once).",
+    )
+    cors_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Browser origins allowed to call the API (CORS), comma-separated or a JSON list; `*` "
+        "allows any. Empty (the default): no CORS headers are sent.",
     )
     log_level: str = Field(default="INFO", description="Log level (DEBUG, INFO, WARNING, ERROR).")
     log_format: Literal["text", "json"] = Field(default="text", description="Log lines as text or JSON.")
@@ -100,6 +111,17 @@ class Settings(BaseSettings):
     @classmethod
     def _expand(cls, value: Path) -> Path:
         return value.expanduser().resolve()
+
+    @field_validator("cors_origins", mode="before")
+    @classmethod
+    def _origins(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip()
+            value = json.loads(text) if text.startswith("[") else text.split(",")
+        if isinstance(value, list):  # "https://app.example/" and "https://app.example" are one origin
+            value = [o.strip().rstrip("/") if isinstance(o, str) else o for o in value]
+            return [o for o in value if o != ""]
+        return value
 
     @field_validator("default_project")
     @classmethod

@@ -57,9 +57,10 @@ async def completions_stream(
     services: ServicesDep,
     body: MessagesBody = None,
 ) -> StreamingResponse:
-    """Server-sent `data: <json>` chunks: start, (action, step)*, output or error, end."""
+    """Server-sent `data: <json>` chunks: start, (action, step)*, output or error, end. When the server
+    shuts down mid-run, the run is cancelled and the stream ends with an error chunk and end."""
     events = await services.completions.stream(project_name, agent_name, _messages(body))
-    return sse_response(events)
+    return sse_response(events, services.shutdown.stopping)
 
 
 @router.get("/traces/{trace_id}", response_model=TraceRecord, responses=problems(404))

@@ -1,4 +1,4 @@
-"""`/api/status`, `/api/util/ping` and `/health`."""
+"""`/api/status`, `/api/util/ping`, `/health` (liveness) and `/health/ready` (readiness)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from agentkb import __version__
 from agentkb.api.auth import credential
 from agentkb.api.deps import ServicesDep
-from agentkb.api.responses import JSON
+from agentkb.api.responses import JSON, Problem
 
 router = APIRouter(tags=["status"])
 
@@ -62,4 +62,15 @@ async def ping() -> Any:
 
 @router.get("/health", response_model=Ok)
 async def health() -> Any:
+    """Liveness: 200 while the process runs (it asks nothing of the database)."""
     return JSON({"status": "ok"})
+
+
+@router.get("/health/ready")
+async def ready(services: ServicesDep) -> Any:
+    """Readiness: 200 when PostgreSQL answers (within 2 s) and its schema is up to date; 503 problem+json
+    while it does not, its migrations are pending, or the server is shutting down."""
+    readiness = await services.health.readiness()
+    if not readiness.ready:
+        return Problem(503, "Not ready", readiness.detail)
+    return JSON({"status": "ready"})

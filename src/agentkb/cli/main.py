@@ -33,10 +33,10 @@ def serve(
     ] = False,
 ) -> None:
     """Start the HTTP service. On a non-loopback --host it needs authentication (AGENTKB_USERNAME and
-    AGENTKB_PASSWORD, or an API key from `agentkb keys create`) unless --allow-no-auth is given."""
-    import uvicorn
-
+    AGENTKB_PASSWORD, or an API key from `agentkb keys create`) unless --allow-no-auth is given.
+    SIGTERM/SIGINT stops it within AGENTKB_SHUTDOWN_GRACE_S; a second one at once."""
     from agentkb.app import create_app
+    from agentkb.cli.server import serve as run_server
     from agentkb.logs import configure
     from agentkb.settings import Settings
 
@@ -48,8 +48,8 @@ def serve(
     settings = Settings(**overrides)
     configure(settings.log_level, settings.log_format)
     _refuse_exposed_without_auth(settings)
-    uvicorn.run(
-        create_app(settings), host=settings.host, port=settings.port, log_config=None, access_log=False
+    run_server(
+        create_app(settings), host=settings.host, port=settings.port, grace_s=settings.shutdown_grace_s
     )
 
 
@@ -95,7 +95,8 @@ def worker(
     data_dir: Annotated[Path | None, typer.Option(help="Data directory (default ~/.agentkb).")] = None,
 ) -> None:
     """Run an ingestion worker: take queued async inserts from the database and run them. Start any
-    number, on any machine that reaches the same AGENTKB_DATABASE_URL (or the same data directory)."""
+    number, on any machine that reaches the same AGENTKB_DATABASE_URL (or the same data directory).
+    SIGTERM/SIGINT hands the running job back to the queue and exits; a second one exits at once."""
     import asyncio
 
     from agentkb.logs import configure

@@ -15,9 +15,11 @@ from agentkb.service.auth import AuthService
 from agentkb.service.completions import CompletionService
 from agentkb.service.data_sources import DataSourceService
 from agentkb.service.files import FileService
+from agentkb.service.health import HealthService
 from agentkb.service.ingest import IngestService
 from agentkb.service.jobs import JobService
 from agentkb.service.knowledge_bases import KnowledgeBaseService
+from agentkb.service.lifecycle import Shutdown
 from agentkb.service.projects import ProjectService
 from agentkb.service.search import SearchService
 from agentkb.service.sql import SQLService
@@ -40,6 +42,8 @@ class Services:
     completions: CompletionService
     sql: SQLService
     auth: AuthService
+    shutdown: Shutdown
+    health: HealthService
 
     async def aclose(self) -> None:
         """Give back what the services hold (data-source engines, embedder and search HTTP clients)."""
@@ -49,9 +53,15 @@ class Services:
 
 
 def build_services(
-    settings: Settings, db: Database, embedders: EmbedderRegistry, http_client: httpx2.AsyncClient
+    settings: Settings,
+    db: Database,
+    embedders: EmbedderRegistry,
+    http_client: httpx2.AsyncClient,
+    shutdown: Shutdown | None = None,
 ) -> Services:
-    """`http_client` is the one HTTP client of the LLM providers (the runtime owns and closes it)."""
+    """`http_client` is the one HTTP client of the LLM providers (the runtime owns and closes it);
+    `shutdown` is the process's (the runtime stops the worker when it begins)."""
+    shutdown = shutdown or Shutdown()
     data_sources = DataSourceService(db)
     agent_service = AgentService(db, settings.default_model)
     kb_service = KnowledgeBaseService(db, settings.default_embedding_model, embedders.dimension)
@@ -87,4 +97,6 @@ def build_services(
             completions=completions,
         ),
         auth=AuthService(db, settings),
+        shutdown=shutdown,
+        health=HealthService(db, shutdown),
     )
