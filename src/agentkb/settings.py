@@ -94,6 +94,7 @@ class Settings(BaseSettings):
         default=0,
         ge=0,
         description="Requests per minute allowed to each credential (or client address); 0 turns it off.",
+    )
     shutdown_grace_s: float = Field(
         default=10.0,
         gt=0,
