@@ -1,4 +1,4 @@
-"""Log set-up: one line per event, as text or JSON."""
+"""Log set-up: one line per event, as text or JSON, with secrets masked (`secrecy.mask_text`)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import json
 import logging
 import sys
 import time
+
+from agentkb.secrecy import mask_text
 
 
 class JsonFormatter(logging.Formatter):
@@ -25,12 +27,25 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(payload)
 
 
+class MaskingFormatter(logging.Formatter):
+    """Formats with `inner`, then masks secrets in the whole line (message, arguments and traceback)."""
+
+    def __init__(self, inner: logging.Formatter) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def format(self, record: logging.LogRecord) -> str:
+        return mask_text(self.inner.format(record))
+
+
 def configure(level: str, fmt: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
-    if fmt == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    inner = (
+        JsonFormatter()
+        if fmt == "json"
+        else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    )
+    handler.setFormatter(MaskingFormatter(inner))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

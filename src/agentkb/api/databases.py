@@ -12,8 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentkb.api.deps import ServicesDep
 from agentkb.api.responses import JSON
+from agentkb.secrecy import mask_secrets
 from agentkb.service.data_sources import is_system
-from agentkb.service.types import SUPPORTED_ENGINES, DataSourceRow, Project, mask_parameters
+from agentkb.service.types import SUPPORTED_ENGINES, DataSourceRow, Project
 
 router = APIRouter(prefix="/api/databases", tags=["databases"])
 
@@ -52,7 +53,7 @@ def data_record(row: DataSourceRow) -> dict[str, Any]:
         "type": "data",
         "id": row.id,
         "engine": row.engine,
-        "parameters": mask_parameters(row.parameters),
+        "parameters": mask_secrets(row.parameters),
     }
 
 

@@ -7,6 +7,8 @@ from typing import Any
 import orjson
 from fastapi.responses import JSONResponse
 
+from agentkb.secrecy import mask_text
+
 
 class JSON(JSONResponse):
     def render(self, content: Any) -> bytes:
@@ -14,10 +16,12 @@ class JSON(JSONResponse):
 
 
 class Problem(JSONResponse):
+    """An error answer; its detail never shows a secret (`secrecy.mask_text`)."""
+
     media_type = "application/problem+json"
 
     def __init__(self, status: int, title: str, detail: str, **extra: Any) -> None:
-        super().__init__({"title": title, "detail": detail, **extra}, status_code=status)
+        super().__init__({"title": title, "detail": mask_text(detail), **extra}, status_code=status)
 
     def render(self, content: Any) -> bytes:
         return orjson.dumps(content)

@@ -7,7 +7,7 @@ from agentkb.ingest.pipeline import IngestStats
 from agentkb.ingest.request import InsertInput
 from agentkb.kb.filters import Filter, FilterOp
 from agentkb.kb.search import DEFAULT_ALPHA, DEFAULT_FUSION_K, SearchOptions
-from agentkb.sql.datasources import SUPPORTED_ENGINES, mask_parameters
+from agentkb.sql.datasources import SUPPORTED_ENGINES
 from agentkb.storage.agents import AgentRow
 from agentkb.storage.data_sources import DataSourceRow
 from agentkb.storage.files import FileRow
@@ -38,5 +38,4 @@ __all__ = [
     "SearchOptions",
     "Start",
     "Step",
-    "mask_parameters",
 ]
