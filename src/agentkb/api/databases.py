@@ -88,6 +88,16 @@ async def get_database(database_name: str, services: ServicesDep) -> Any:
     return JSON(data_record(await services.data_sources.get(database_name)))
 
 
+@router.put("/{database_name}", response_model=DatabaseRecord, responses={201: {"model": DatabaseRecord}})
+@router.put("/{database_name}/", include_in_schema=False)
+async def put_database(database_name: str, body: DatabaseRequest, services: ServicesDep) -> Any:
+    """Create the data source (201), or update its parameters (200): the given ones over the stored
+    ones; a secret sent back as `******` keeps the stored secret."""
+    fields = body.database
+    row, created = await services.data_sources.put(database_name, fields.engine, fields.parameters)
+    return JSON(data_record(row), status_code=201 if created else 200)
+
+
 @router.delete("/{database_name}", status_code=204)
 @router.delete("/{database_name}/", status_code=204, include_in_schema=False)
 async def delete_database(database_name: str, services: ServicesDep) -> Response:

@@ -16,7 +16,7 @@ from typing import Any, cast
 from sqlalchemy import Engine
 
 from agentkb.errors import BadRequest, Conflict, NotFound
-from agentkb.secrecy import SecretBox
+from agentkb.secrecy import SecretBox, restore_masked
 from agentkb.sql import datasources, pushdown
 from agentkb.storage import data_sources as repo
 from agentkb.storage import projects as project_rows
@@ -91,6 +91,33 @@ class DataSourceService:
         if row is None:
             raise name_conflict(checked)
         return row
+
+    async def put(self, name: str, engine: object, parameters: object) -> tuple[DataSourceRow, bool]:
+        """MindsDB's `PUT /api/databases/{name}`: create the data source (True), or update its parameters
+        (False): the given ones over the stored ones, `******` keeping a stored secret; the merged
+        parameters are tested before they are stored. The engine cannot change."""
+        stored = None
+        if is_identifier(name):
+            async with self.db.connect() as conn:
+                stored = await repo.get(conn, name.lower())
+        if stored is None:
+            return await self.create(name, engine, parameters), True
+        key = stored.name
+        if engine is not None and datasources.check_engine(engine) != stored.engine:
+            raise BadRequest(
+                f"Database {key} uses engine {stored.engine}; the engine cannot change",
+                title="Invalid engine",
+            )
+        given = {} if parameters is None else check_dict(parameters, "parameters")
+        merged = {**stored.parameters, **restore_masked(given, stored.parameters)}
+        plain = self.box.reveal(merged, f"database {key} parameters")
+        datasources.connection_spec(stored.engine, plain)
+        await asyncio.to_thread(datasources.test_connection, stored.engine, plain)
+        async with self.db.transaction() as conn:
+            row = await repo.update_parameters(conn, key, self.box.seal(merged))
+        if row is None:
+            raise database_not_found(name)
+        return row, False
 
     async def delete(self, name: str) -> None:
         if is_system(name):
