@@ -10,6 +10,7 @@ import typer
 
 from agentkb import __version__
 from agentkb.cli.ingest import ingest
+from agentkb.cli.secret_key import rotate_secret
 
 app = typer.Typer(help="agentkb: AI agents over knowledge bases and SQL data.", no_args_is_help=True)
 
@@ -83,6 +84,10 @@ def worker(
 
 
 app.command("ingest")(ingest)
+
+keys = typer.Typer(help="Keys: the secret key that encrypts stored secrets.", no_args_is_help=True)
+keys.command("rotate-secret")(rotate_secret)
+app.add_typer(keys, name="keys")
 
 
 @app.command()
