@@ -26,7 +26,7 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,7 @@ _SECRET_NAME = re.compile(
 )
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _SEALED = re.compile(r"^enc:v1:([0-9a-f]{8}):([A-Za-z0-9_=-]+)$")
+_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s:/@'\"]*):[^\s@/'\"]+@")
 
 
 # --- what is secret, and masking it --------------------------------------------------------------------
@@ -62,25 +63,51 @@ def is_secret_key(key: object) -> bool:
     return _SECRET_NAME.match(normalized) is not None
 
 
-def mask_secrets(value: Any) -> Any:
-    """A copy of `value` (dicts and lists, at any depth) with every non-null secret field as `******`."""
+def has_url_password(value: object) -> bool:
+    """A text holding a URL with a password (`scheme://user:password@host`): secret whatever its field."""
+    return isinstance(value, str) and "@" in value and _URL_PASSWORD.search(value) is not None
+
+
+def _is_secret(key: object, value: object) -> bool:
+    return value is not None and (is_secret_key(key) or has_url_password(value))
+
+
+def _walk(value: Any, leaf: Callable[[Any, Any], Any], key: object = None) -> Any:
+    """A copy of `value` (dicts and lists, at any depth) with `leaf(key, scalar)` applied to each scalar,
+    and to the whole value of a secret field (a secret object is one value)."""
+    if is_secret_key(key) and value is not None:
+        return leaf(key, value)
     if isinstance(value, Mapping):
-        return {
-            k: (MASK if is_secret_key(k) and v is not None else mask_secrets(v)) for k, v in value.items()
-        }
+        return {k: _walk(v, leaf, k) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [mask_secrets(item) for item in value]
+        return [_walk(item, leaf) for item in value]
+    return leaf(key, value)
+
+
+def _mask_leaf(key: object, value: Any) -> Any:
+    if value is None:
+        return value
+    if is_secret_key(key) or is_sealed(value):
+        return MASK
+    if has_url_password(value):
+        return _URL_PASSWORD.sub(rf"\1:{MASK}@", value)
     return value
 
 
+def mask_secrets(value: Any) -> Any:
+    """A copy of `value` (dicts and lists, at any depth) fit to show: every non-null secret field, and any
+    sealed value, reads `******`, and so does the password of a URL."""
+    return _walk(value, _mask_leaf)
+
+
 def restore_masked(given: Any, stored: Any) -> Any:
-    """`given` with each secret field sent back as `******` replaced by the stored value at the same place,
-    so a read-modify-write round trip (the SDKs do it) keeps the secret instead of storing the mask."""
+    """`given` with each value sent back as `******` replaced by the stored value at the same place, so a
+    read-modify-write round trip (the SDKs do it) keeps the secret instead of storing the mask."""
     if not isinstance(given, Mapping) or not isinstance(stored, Mapping):
         return given
     out: dict[str, Any] = {}
     for key, value in given.items():
-        if value == MASK and is_secret_key(key) and stored.get(key) is not None:
+        if value == MASK and stored.get(key) is not None:
             out[key] = stored[key]
         else:
             out[key] = restore_masked(value, stored.get(key))
@@ -104,7 +131,6 @@ def remember(value: object) -> None:
             del _known[next(iter(_known))]
 
 
-_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s:/@'\"]*):[^\s@/'\"]+@")
 _KEY_VALUE = re.compile(
     r"(?i)\b([a-z0-9_-]*(?:password|passwd|pwd|secret|api_?key|token|private_key|credentials))"
     r"(\s*[=:]\s*|[\"']\s*:\s*)([\"']?)[^\s\"',;&}]+"
@@ -266,12 +292,9 @@ class SecretBox:
         return plain
 
     def seal(self, value: Any) -> Any:
-        """A copy of `value` with every secret field (at any depth) sealed under the first key."""
-        if isinstance(value, Mapping):
-            return {k: (self.seal_value(v) if is_secret_key(k) else self.seal(v)) for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            return [self.seal(item) for item in value]
-        return value
+        """A copy of `value` with every secret field, and every text holding a URL password (at any
+        depth), sealed under the first key."""
+        return _walk(value, lambda k, v: self.seal_value(v) if _is_secret(k, v) else v)
 
     def reveal(self, value: Any, where: str = "", *, strict: bool = True) -> Any:
         """A copy of `value` with every sealed string decrypted. `strict=False` shows a secret that cannot
@@ -294,22 +317,17 @@ class SecretBox:
             return MASK
 
     def reseal(self, value: Any, where: str = "") -> Any:
-        """A copy of `value` with every secret field sealed under the first key: plain values are sealed,
-        values sealed under another known key are re-encrypted (key rotation); an unknown key raises."""
-        if isinstance(value, Mapping):
-            out: dict[str, Any] = {}
-            for k, v in value.items():
-                here = f"{where}.{k}" if where else str(k)
-                if is_secret_key(k) and v is not None:
-                    if sealed_key_id(v) != self.primary:
-                        v = self.seal_value(self.reveal_value(v, here))
-                    out[k] = v
-                else:
-                    out[k] = self.reseal(v, here)
-            return out
-        if isinstance(value, list | tuple):
-            return [self.reseal(item, where) for item in value]
-        return value
+        """A copy of `value` with every secret sealed under the first key: plain ones are sealed, ones
+        sealed under another key are re-encrypted (key rotation); a key this box lacks raises."""
+
+        def leaf(key: object, item: Any) -> Any:
+            if is_sealed(item):
+                if sealed_key_id(item) == self.primary:
+                    return item
+                return self.seal_value(self.reveal_value(item, f"{where} {key}" if key else where))
+            return self.seal_value(item) if _is_secret(key, item) else item
+
+        return _walk(value, leaf)
 
 
 def sealed_key_ids(value: Any) -> list[str]:
@@ -323,15 +341,10 @@ def sealed_key_ids(value: Any) -> list[str]:
 
 
 def plain_secret_count(value: Any) -> int:
-    """How many secret fields in `value` are stored in plain text."""
-    if isinstance(value, Mapping):
-        return sum(
-            (1 if v is not None and not is_sealed(v) else 0) if is_secret_key(k) else plain_secret_count(v)
-            for k, v in value.items()
-        )
-    if isinstance(value, list | tuple):
-        return sum(plain_secret_count(v) for v in value)
-    return 0
+    """How many secrets in `value` are stored in plain text."""
+    found: list[object] = []
+    _walk(value, lambda k, v: found.append(k) if _is_secret(k, v) and not is_sealed(v) else None)
+    return len(found)
 
 
 # --- where the key comes from --------------------------------------------------------------------------
