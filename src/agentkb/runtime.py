@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 
 from pydantic_ai.models import create_async_httpx2_client
 
-from agentkb import secrecy
+from agentkb import logs, secrecy
 from agentkb.kb.embedders.registry import EmbedderRegistry
 from agentkb.service import secrets
 from agentkb.service.container import Services, build_services
@@ -25,6 +25,7 @@ log = logging.getLogger("agentkb")
 
 @asynccontextmanager
 async def open_runtime(settings: Settings, *, run_worker: bool) -> AsyncIterator[Services]:
+    logs.mask_records()
     box = await asyncio.to_thread(open_secret_box, settings)
     embedded: EmbeddedPostgres | None = None
     url = settings.database_url
