@@ -225,3 +225,6 @@ def test_rotate_secret_re_encrypts_everything(setup: Setup, settings: Any, tmp_p
         done.returncode == 1 and "Nothing was changed" in done.stderr and secrecy.key_id(third) in done.stderr
     )
     assert _key_ids(setup.url) == {secrecy.key_id(third)}
+    before = key_file.read_text()
+    done = _rotate(tmp_path, setup.url)  # nor is the key file's key: the file stays as it was
+    assert done.returncode == 1 and "Nothing was changed" in done.stderr and key_file.read_text() == before

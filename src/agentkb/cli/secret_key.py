@@ -56,6 +56,8 @@ def rotate_secret(
     try:
         report = asyncio.run(_rotate(settings, secrecy.SecretBox(keys, source.label)))
     except secrecy.SecretUnavailable as exc:
+        if source.path is not None:
+            secrecy.write_key_file(source.path, source.keys)  # as it was
         typer.echo(f"Nothing was changed: {exc.detail}", err=True)
         raise typer.Exit(1) from None
     if source.path is not None:
