@@ -48,6 +48,16 @@ def pg_url() -> Iterator[str]:
     shutil.rmtree(pg_dir, ignore_errors=True)
 
 
+@pytest.fixture()
+def data_dir() -> Iterator[Path]:
+    """A data directory for a served agentkb of its own (embedded PostgreSQL included). Not under pytest's tmp
+    root, for the reason given in `pg_url`."""
+    path = Path(tempfile.mkdtemp(prefix="agentkb-test-data-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
 class ServedApp:
     """agentkb running in a uvicorn thread; `url` is its base URL (once entered)."""
 

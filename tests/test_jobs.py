@@ -106,13 +106,13 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
-def test_killed_server_job_resumes_after_restart(tmp_path: Path) -> None:
+def test_killed_server_job_resumes_after_restart(data_dir: Path) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}{P}"
     with OpenAIStub() as stub:
         model = stub.embedding_model()
         with serve(
-            tmp_path, port, env=_env(AGENTKB_JOB_STALE_AFTER_S="2", AGENTKB_JOB_HEARTBEAT_S="0.5")
+            data_dir, port, env=_env(AGENTKB_JOB_STALE_AFTER_S="2", AGENTKB_JOB_HEARTBEAT_S="0.5")
         ) as proc:
             httpx.post(
                 f"{url}/knowledge_bases", json={"knowledge_base": {"name": "kb", "embedding_model": model}}
@@ -130,7 +130,7 @@ def test_killed_server_job_resumes_after_restart(tmp_path: Path) -> None:
         stub.release()
         env = _env(AGENTKB_JOB_STALE_AFTER_S="2", AGENTKB_JOB_HEARTBEAT_S="0.5")
         with (
-            serve(tmp_path, port, env=env),
+            serve(data_dir, port, env=env),
             httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client,
         ):
             job = wait_for(client, "kb", job_id, {"succeeded", "failed"}, timeout=120)
@@ -138,10 +138,10 @@ def test_killed_server_job_resumes_after_restart(tmp_path: Path) -> None:
             assert client.get(f"{P}/knowledge_bases/kb").json()["document_count"] == 1500
 
 
-def test_two_workers_drain_one_queue(tmp_path: Path) -> None:
+def test_two_workers_drain_one_queue(data_dir: Path) -> None:
     port = free_port()
     env = _env(AGENTKB_WORKER_ENABLED="false")
-    with OpenAIStub(delay_s=0.05) as slow, serve(tmp_path, port, env=env):
+    with OpenAIStub(delay_s=0.05) as slow, serve(data_dir, port, env=env):
         base = f"http://127.0.0.1:{port}"
         model = slow.embedding_model()
         httpx.post(
@@ -157,7 +157,7 @@ def test_two_workers_drain_one_queue(tmp_path: Path) -> None:
         ]
         workers = [
             subprocess.Popen(
-                [sys.executable, "-m", "agentkb", "worker", "--data-dir", str(tmp_path)],
+                [sys.executable, "-m", "agentkb", "worker", "--data-dir", str(data_dir)],
                 env=env,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,

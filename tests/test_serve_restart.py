@@ -52,20 +52,20 @@ def _postgres_running(pg_dir: Path) -> bool:
     return False
 
 
-def test_data_survives_restart_and_postgres_stops_cleanly(tmp_path: Path) -> None:
+def test_data_survives_restart_and_postgres_stops_cleanly(data_dir: Path) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     agent = {"agent": {"name": "keeper", "prompt_template": "remember me", "data": {"tables": ["db.t"]}}}
-    with serve(tmp_path, port):
+    with serve(data_dir, port):
         created = httpx.post(f"{url}/api/projects/mindsdb/agents", json=agent).json()
         kb = httpx.post(
             f"{url}/api/projects/mindsdb/knowledge_bases", json={"knowledge_base": {"name": "kept"}}
         )
         assert kb.status_code == 201
         assert httpx.post(f"{url}/api/projects", json={"name": "second"}).status_code == 201
-    assert not _postgres_running(tmp_path / "pg"), "embedded PostgreSQL left running after SIGTERM"
+    assert not _postgres_running(data_dir / "pg"), "embedded PostgreSQL left running after SIGTERM"
 
-    with serve(tmp_path, port):
+    with serve(data_dir, port):
         assert httpx.get(f"{url}/api/projects/mindsdb/agents/keeper").json() == created
         assert httpx.get(f"{url}/api/projects/mindsdb/knowledge_bases/kept").json() == {
             **kb.json(),
@@ -75,17 +75,17 @@ def test_data_survives_restart_and_postgres_stops_cleanly(tmp_path: Path) -> Non
         assert {"name": "second"} in httpx.get(f"{url}/api/projects").json()
 
 
-def test_restart_after_kill(tmp_path: Path) -> None:
+def test_restart_after_kill(data_dir: Path) -> None:
     """A SIGKILLed server leaves PostgreSQL running; the next start attaches to it and loses nothing."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    with serve(tmp_path, port) as proc:
+    with serve(data_dir, port) as proc:
         assert (
             httpx.post(f"{url}/api/projects/mindsdb/agents", json={"agent": {"name": "survivor"}}).status_code
             == 201
         )
         proc.kill()
         proc.wait(timeout=30)
-    with serve(tmp_path, port):
+    with serve(data_dir, port):
         assert httpx.get(f"{url}/api/projects/mindsdb/agents/survivor").status_code == 200
-    assert not _postgres_running(tmp_path / "pg")
+    assert not _postgres_running(data_dir / "pg")

@@ -7,10 +7,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from starlette.middleware.cors import CORSMiddleware
 
 from agentkb import __version__
 from agentkb.api import (
     agents,
+    auth,
     completions,
     databases,
     errors,
@@ -21,8 +23,11 @@ from agentkb.api import (
     sql,
     status,
 )
+from agentkb.api.auth import Authenticate, document_security, public_paths
 from agentkb.api.middleware import RequestContext
+from agentkb.api.ratelimit import RateLimit
 from agentkb.runtime import open_runtime
+from agentkb.service.lifecycle import Shutdown
 from agentkb.settings import Settings
 
 log = logging.getLogger("agentkb")
@@ -31,7 +36,8 @@ log = logging.getLogger("agentkb")
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
-    async with open_runtime(settings, run_worker=settings.worker_enabled) as services:
+    shutdown: Shutdown = app.state.shutdown
+    async with open_runtime(settings, run_worker=settings.worker_enabled, shutdown=shutdown) as services:
         app.state.services = services
         log.info("agentkb %s ready", __version__)
         yield
@@ -46,10 +52,25 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
+    app.state.shutdown = Shutdown()  # begun by the server on SIGTERM (agentkb.cli.server)
     errors.install(app)
-    for module in (status, projects, agents, completions, knowledge_bases, jobs, databases, sql, files):
+    for module in (status, auth, projects, agents, completions, knowledge_bases, jobs, databases, sql, files):
         app.include_router(module.router)
+    document_security(app)
+    # the last added runs first: request id and body limit, then authentication, then the rate limit
+    if settings.rate_limit_per_min > 0:
+        app.add_middleware(RateLimit, per_minute=settings.rate_limit_per_min)
+    app.add_middleware(Authenticate, public=public_paths(app))
     app.add_middleware(
         RequestContext, max_body_bytes=settings.max_body_bytes, max_upload_bytes=settings.max_upload_bytes
     )
+    if settings.cors_origins:  # outermost: preflights are answered before anything else runs
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["*"],
+            allow_headers=["*"],
+            expose_headers=["X-Request-Id", "X-Agentkb-Job", "X-Agentkb-Ingest"],
+            max_age=600,
+        )
     return app

@@ -2,6 +2,7 @@
 
 AgentKBError (500)
  ├── BadRequest (400)          malformed body, field, SQL or file
+ ├── Unauthorized (401)        no credential, or one that is invalid, expired or revoked
  ├── NotFound (404)            unknown project, agent, knowledge base, data source, ...
  ├── Conflict (409)            a name that already exists; deleting a non-empty project
  ├── PayloadTooLarge (413)     request body over `max_body_bytes`
@@ -25,6 +26,11 @@ class AgentKBError(Exception):
 class BadRequest(AgentKBError):
     status = 400
     title = "Bad request"
+
+
+class Unauthorized(AgentKBError):
+    status = 401
+    title = "Unauthorized"
 
 
 class NotFound(AgentKBError):

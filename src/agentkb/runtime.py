@@ -1,12 +1,16 @@
 """What a process of agentkb holds while it runs — database (embedded or not), migrations, services,
-HTTP clients — opened and closed in one place, for the API server and for `agentkb worker` alike."""
+HTTP clients — opened and closed in one place, for the API server and for `agentkb worker` alike; and how
+such a process stops (`ExitGuard`: a grace period, a second signal)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+import os
+import signal
+import threading
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from pydantic_ai.models import create_async_httpx2_client
@@ -15,6 +19,7 @@ from agentkb import logs, secrecy
 from agentkb.kb.embedders.registry import EmbedderRegistry
 from agentkb.service import secrets
 from agentkb.service.container import Services, build_services
+from agentkb.service.lifecycle import Shutdown
 from agentkb.settings import Settings
 from agentkb.storage import migrate
 from agentkb.storage.db import Database
@@ -24,7 +29,11 @@ log = logging.getLogger("agentkb")
 
 
 @asynccontextmanager
-async def open_runtime(settings: Settings, *, run_worker: bool) -> AsyncIterator[Services]:
+async def open_runtime(
+    settings: Settings, *, run_worker: bool, shutdown: Shutdown | None = None
+) -> AsyncIterator[Services]:
+    """Open everything; on exit (or as soon as `shutdown` begins, for the worker) close it in order."""
+    shutdown = shutdown or Shutdown()
     logs.mask_records()
     box = await asyncio.to_thread(open_secret_box, settings)
     embedded: EmbeddedPostgres | None = None
@@ -35,23 +44,29 @@ async def open_runtime(settings: Settings, *, run_worker: bool) -> AsyncIterator
     db = Database(url, pool_size=settings.db_pool_size)
     services: Services | None = None
     worker_task: asyncio.Task[None] | None = None
+    drain_task: asyncio.Task[None] | None = None
     http_client = create_async_httpx2_client()
     try:
         await asyncio.to_thread(migrate.upgrade, url)
         await secrets.seal_plaintext(db, box)  # records from before secrets were encrypted
-        services = build_services(settings, db, EmbedderRegistry(), http_client, box=box)
+        services = build_services(settings, db, EmbedderRegistry(), http_client, shutdown, box=box)
         await services.projects.ensure_default()
         if run_worker:
-            worker_task = asyncio.create_task(services.jobs.work(), name="agentkb-ingest-worker")
+            worker_task = asyncio.create_task(
+                services.jobs.work(shutdown.stopping), name="agentkb-ingest-worker"
+            )
+        drain_task = asyncio.create_task(
+            _stop_worker_on_shutdown(services, worker_task, settings.shutdown_grace_s),
+            name="agentkb-shutdown",
+        )
         yield services
     finally:
-        if worker_task is not None:
-            worker_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await worker_task
+        shutdown.begin()
+        if drain_task is not None:
+            await drain_task
         if services is not None:
             with contextlib.suppress(Exception):
-                await services.jobs.release()
+                await services.jobs.release()  # and interrupted synchronous inserts are marked failed
             await services.aclose()
         await http_client.aclose()
         await db.close()
@@ -76,14 +91,95 @@ def open_secret_box(settings: Settings) -> secrecy.SecretBox:
     return source.box()
 
 
-async def run_worker(settings: Settings) -> None:
-    """`agentkb worker`: only the ingestion worker, until SIGINT/SIGTERM."""
-    import signal
+async def _stop_worker_on_shutdown(
+    services: Services, worker_task: asyncio.Task[None] | None, grace_s: float
+) -> None:
+    """Once shutdown begins: the worker claims nothing more, its running job is cancelled (the job's
+    transaction rolls back) and handed back to the queue, then job event streams may end. Each step gets
+    a quarter of the grace period; one that overruns is left (a job not handed back is taken over once its
+    heartbeat is stale)."""
+    shutdown = services.shutdown
+    await shutdown.stopping.wait()
+    step_s = grace_s / 4
+    try:
+        if worker_task is not None:
+            worker_task.cancel()
+            done, _ = await asyncio.wait({worker_task}, timeout=step_s)
+            if not done:
+                log.warning("the ingestion worker did not stop within %.1f s", step_s)
+                return
+            if not worker_task.cancelled() and worker_task.exception() is not None:
+                log.error("the ingestion worker had failed", exc_info=worker_task.exception())
+            async with asyncio.timeout(step_s):
+                await services.jobs.hand_back()
+    except Exception:
+        log.exception("could not hand the running job back to the queue")
+    finally:
+        shutdown.jobs_released.set()
 
-    stop = asyncio.Event()
+
+class ExitGuard:
+    """How `agentkb serve` and `agentkb worker` stop. The first SIGTERM/SIGINT starts a graceful stop
+    (`on_first`) and arms a deadline `grace_s` later; a second signal, or the deadline, ends the process at
+    once with `os._exit`: nothing more is closed — open transactions die with their connections (PostgreSQL
+    rolls them back), a running job is taken over once its heartbeat is stale, and an embedded PostgreSQL is
+    left running for the next start to attach to, as after a kill."""
+
+    def __init__(self, grace_s: float, on_first: Callable[[], None] = lambda: None) -> None:
+        self.grace_s = grace_s
+        self.on_first = on_first
+        self.signalled = False
+        self._timer: threading.Timer | None = None
+
+    def __call__(self, sig: int) -> None:
+        """Handle one signal (call from the signal handler)."""
+        if self.signalled:
+            _exit_now(f"second {signal.Signals(sig).name}: exiting at once", 128 + sig)
+        self.signalled = True
+        log.info(
+            "%s: shutting down (within %g s; send it again to exit at once)",
+            signal.Signals(sig).name,
+            self.grace_s,
+        )
+        self.arm()
+        self.on_first()
+
+    def arm(self) -> None:
+        if self._timer is None:
+            self._timer = threading.Timer(self.grace_s, self._deadline)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def _deadline(self) -> None:
+        _exit_now(f"shutdown took longer than the grace period ({self.grace_s:g} s): exiting now", 1)
+
+
+def _exit_now(message: str, code: int) -> None:
+    log.error(message)
+    os._exit(code)
+
+
+async def run_worker(settings: Settings) -> None:
+    """`agentkb worker`: only the ingestion worker, until SIGINT/SIGTERM (a second one exits at once)."""
+    shutdown = Shutdown()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    async with open_runtime(settings, run_worker=True) as services:
-        log.info("ingestion worker %s started", services.jobs.worker_id)
-        await stop.wait()
+
+    def begin() -> None:
+        loop.call_soon_threadsafe(shutdown.begin)
+
+    guard = ExitGuard(settings.shutdown_grace_s, begin)
+    previous = {
+        sig: signal.signal(sig, lambda sig, _frame: guard(sig)) for sig in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        async with open_runtime(settings, run_worker=True, shutdown=shutdown) as services:
+            log.info("ingestion worker %s started", services.jobs.worker_id)
+            await shutdown.stopping.wait()
+    finally:
+        guard.cancel()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
+    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
@@ -74,6 +76,35 @@ class Settings(BaseSettings):
         default=120.0,
         description="Default bound on one agent run (an agent's `params.timeout` overrides it).",
     )
+    username: str | None = Field(
+        default=None,
+        description="User name for `POST /api/login` (with `AGENTKB_PASSWORD`; setting both turns auth on).",
+    )
+    password: SecretStr | None = Field(
+        default=None, description="Password for `POST /api/login` (with `AGENTKB_USERNAME`)."
+    )
+    token_ttl_s: float = Field(
+        default=86400.0, gt=0, description="Lifetime of a login token, in seconds (then log in again)."
+    )
+    allow_no_auth: bool = Field(
+        default=False,
+        description="Let `agentkb serve` bind a non-loopback interface with no authentication configured.",
+    )
+    rate_limit_per_min: int = Field(
+        default=0,
+        ge=0,
+        description="Requests per minute allowed to each credential (or client address); 0 turns it off.",
+    )
+    shutdown_grace_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="On SIGTERM/SIGINT, the process exits within this many seconds (a second signal: at once).",
+    )
+    cors_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Browser origins allowed to call the API (CORS), comma-separated or a JSON list; `*` "
+        "allows any. Empty (the default): no CORS headers are sent.",
+    )
     secret_key: SecretStr | None = Field(
         default=None,
         description="Fernet key(s) encrypting the secrets stored in the database (provider keys, passwords); "
@@ -97,10 +128,32 @@ class Settings(BaseSettings):
     def _expand_optional(cls, value: Path | None) -> Path | None:
         return value.expanduser().resolve() if value is not None else None
 
+    @field_validator("cors_origins", mode="before")
+    @classmethod
+    def _origins(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip()
+            value = json.loads(text) if text.startswith("[") else text.split(",")
+        if isinstance(value, list):  # "https://app.example/" and "https://app.example" are one origin
+            value = [o.strip().rstrip("/") if isinstance(o, str) else o for o in value]
+            return [o for o in value if o != ""]
+        return value
+
     @field_validator("default_project")
     @classmethod
     def _lower(cls, value: str) -> str:
         return value.lower()
+
+    @field_validator("username", "password", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        return None if value == "" else value
+
+    @model_validator(mode="after")
+    def _login_pair(self) -> Settings:
+        if (self.username is None) != (self.password is None):
+            raise ValueError("set both AGENTKB_USERNAME and AGENTKB_PASSWORD, or neither")
+        return self
 
     @property
     def pg_dir(self) -> Path:

@@ -27,11 +27,17 @@ def check_name(value: object, field: str) -> str:
     return value
 
 
+INT64 = (-(2**63), 2**63 - 1)
+
+
 def check_storable(value: Any, field: str) -> Any:
-    """PostgreSQL text and jsonb cannot hold NUL characters: refuse them instead of failing later."""
+    """PostgreSQL text and jsonb cannot hold NUL characters, and stored JSON holds 64-bit integers at most:
+    refuse both instead of failing later."""
     if isinstance(value, str):
         if "\x00" in value:
             raise BadRequest(f"'{field}' contains a NUL character", title="Invalid value")
+    elif isinstance(value, int) and not INT64[0] <= value <= INT64[1]:
+        raise BadRequest(f"'{field}' is an integer beyond 64 bits", title="Invalid value")
     elif isinstance(value, dict):
         for key, item in value.items():
             check_storable(key, field)

@@ -9,7 +9,8 @@ from fastapi import APIRouter, Body
 from fastapi.responses import StreamingResponse
 
 from agentkb.api.deps import ServicesDep
-from agentkb.api.responses import JSON
+from agentkb.api.responses import JSON, event_stream, problems
+from agentkb.api.schemas import CompletionChunk, CompletionResponse, TraceRecord
 from agentkb.api.sse import sse_response
 from agentkb.errors import BadRequest
 from agentkb.service.types import MESSAGES_REQUIRED
@@ -28,7 +29,7 @@ def _messages(body: Any) -> list[Any]:
     return messages
 
 
-@router.post("/completions")
+@router.post("/completions", response_model=CompletionResponse, responses=problems(400, 404, 413, 502))
 async def completions(
     project_name: str,
     agent_name: str,
@@ -40,19 +41,29 @@ async def completions(
     return JSON(await services.completions.complete(project_name, agent_name, _messages(body)))
 
 
-@router.post("/completions/stream", response_class=StreamingResponse)
+@router.post(
+    "/completions/stream",
+    response_class=StreamingResponse,
+    responses={
+        200: event_stream(
+            CompletionChunk, "MindsDB's agent chunks, `data: <json>` each", name="CompletionChunk"
+        ),
+        **problems(400, 404, 413),
+    },
+)
 async def completions_stream(
     project_name: str,
     agent_name: str,
     services: ServicesDep,
     body: MessagesBody = None,
 ) -> StreamingResponse:
-    """Server-sent `data: <json>` chunks: start, (action, step)*, output or error, end."""
+    """Server-sent `data: <json>` chunks: start, (action, step)*, output or error, end. When the server
+    shuts down mid-run, the run is cancelled and the stream ends with an error chunk and end."""
     events = await services.completions.stream(project_name, agent_name, _messages(body))
-    return sse_response(events)
+    return sse_response(events, services.shutdown.stopping)
 
 
-@router.get("/traces/{trace_id}")
+@router.get("/traces/{trace_id}", response_model=TraceRecord, responses=problems(404))
 async def get_trace(project_name: str, agent_name: str, trace_id: str, services: ServicesDep) -> Any:
     """One run: question, tool steps (input, observation, timing), answer or error, usage, status."""
     return JSON(await services.completions.trace(project_name, agent_name, trace_id))

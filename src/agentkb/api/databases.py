@@ -11,7 +11,7 @@ from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentkb.api.deps import ServicesDep
-from agentkb.api.responses import JSON
+from agentkb.api.responses import JSON, problems
 from agentkb.secrecy import mask_secrets
 from agentkb.service.data_sources import is_system
 from agentkb.service.types import SUPPORTED_ENGINES, DataSourceRow, Project
@@ -69,7 +69,7 @@ async def list_databases(services: ServicesDep) -> Any:
     return JSON([INFORMATION_SCHEMA, *projects, *sources])
 
 
-@router.post("", status_code=201, response_model=DatabaseRecord)
+@router.post("", status_code=201, response_model=DatabaseRecord, responses=problems(400, 409, 413))
 @router.post("/", status_code=201, include_in_schema=False)
 async def create_database(body: DatabaseRequest, services: ServicesDep) -> Any:
     fields = body.database
@@ -77,7 +77,7 @@ async def create_database(body: DatabaseRequest, services: ServicesDep) -> Any:
     return JSON(data_record(row), status_code=201)
 
 
-@router.get("/{database_name}", response_model=DatabaseRecord)
+@router.get("/{database_name}", response_model=DatabaseRecord, responses=problems(404))
 @router.get("/{database_name}/", include_in_schema=False)
 async def get_database(database_name: str, services: ServicesDep) -> Any:
     if database_name.lower() == INFORMATION_SCHEMA["name"]:
@@ -88,7 +88,11 @@ async def get_database(database_name: str, services: ServicesDep) -> Any:
     return JSON(data_record(await services.data_sources.get(database_name)))
 
 
-@router.put("/{database_name}", response_model=DatabaseRecord, responses={201: {"model": DatabaseRecord}})
+@router.put(
+    "/{database_name}",
+    response_model=DatabaseRecord,
+    responses={201: {"model": DatabaseRecord, "description": "Created"}, **problems(400, 409, 413)},
+)
 @router.put("/{database_name}/", include_in_schema=False)
 async def put_database(database_name: str, body: DatabaseRequest, services: ServicesDep) -> Any:
     """Create the data source (201), or update its parameters (200): the given ones over the stored
@@ -98,7 +102,7 @@ async def put_database(database_name: str, body: DatabaseRequest, services: Serv
     return JSON(data_record(row), status_code=201 if created else 200)
 
 
-@router.delete("/{database_name}", status_code=204)
+@router.delete("/{database_name}", status_code=204, responses=problems(400, 404))
 @router.delete("/{database_name}/", status_code=204, include_in_schema=False)
 async def delete_database(database_name: str, services: ServicesDep) -> Response:
     await services.data_sources.delete(database_name)

@@ -9,7 +9,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 
-from agentkb.api.responses import Problem
+from agentkb.api.responses import Problem, component_schemas
 from agentkb.errors import AgentKBError
 
 log = logging.getLogger("agentkb.api")
@@ -47,12 +47,35 @@ def _describe(exc: RequestValidationError) -> tuple[str, str]:
     return title, "; ".join(messages) or "the request body is malformed"
 
 
+def _document(schema: dict[str, Any]) -> dict[str, Any]:
+    """The OpenAPI document as the handlers below make it true: no operation answers FastAPI's 422
+    `HTTPValidationError` (invalid requests are 400 problem+json), and the schemas that `responses=`
+    declarations refer to are in the components."""
+    for item in schema.get("paths", {}).values():
+        for operation in item.values():
+            responses = operation.get("responses", {}) if isinstance(operation, dict) else {}
+            if "HTTPValidationError" in str(responses.get("422", {})):
+                del responses["422"]
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    components.pop("HTTPValidationError", None)
+    components.pop("ValidationError", None)
+    for name, component in component_schemas().items():
+        components.setdefault(name, component)
+    return schema
+
+
 def install(app: FastAPI) -> None:
+    generate = app.openapi
+    app.openapi = lambda: _document(generate())  # type: ignore[method-assign]
+
     @app.exception_handler(AgentKBError)
     async def _agentkb(request: Request, exc: AgentKBError) -> Problem:
         if exc.status >= 500:
             log.error("request %s failed: %s", getattr(request.state, "request_id", "-"), exc.detail)
-        return Problem(exc.status, exc.title, exc.detail)
+        response = Problem(exc.status, exc.title, exc.detail)
+        if exc.status == 401:
+            response.headers["WWW-Authenticate"] = "Bearer"
+        return response
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> Problem:

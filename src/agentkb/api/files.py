@@ -19,7 +19,7 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 
 from agentkb.api.deps import ServicesDep
 from agentkb.api.middleware import FORM_OVERHEAD
-from agentkb.api.responses import JSON
+from agentkb.api.responses import EMPTY_STRING, JSON, problems
 from agentkb.errors import BadRequest, PayloadTooLarge
 from agentkb.service.files import BlobWriter, FileService, StagedBlob, check_file_name, file_exists
 from agentkb.service.types import FileRow
@@ -102,13 +102,20 @@ async def list_files(services: ServicesDep) -> Any:
     return JSON([file_record(row) for row in await services.files.list()])
 
 
-@router.get("/{name}", response_model=FileRecord)
+@router.get("/{name}", response_model=FileRecord, responses=problems(404))
 @router.get("/{name}/", include_in_schema=False)
 async def get_file(name: str, services: ServicesDep) -> Any:
     return JSON(file_record(await services.files.get(name)))
 
 
-@router.put("/{name}", openapi_extra=UPLOAD_BODY, responses={200: {"content": {"application/json": {}}}})
+@router.put(
+    "/{name}",
+    openapi_extra=UPLOAD_BODY,
+    responses={
+        200: {"description": 'Stored: MindsDB\'s body `""`', "content": EMPTY_STRING},
+        **problems(400, 413),
+    },
+)
 @router.put("/{name}/", include_in_schema=False)
 async def upload_file(name: str, request: Request, services: ServicesDep) -> Any:
     files = services.files
@@ -136,7 +143,13 @@ async def upload_file(name: str, request: Request, services: ServicesDep) -> Any
     return JSON("")
 
 
-@router.delete("/{name}", responses={200: {"content": {"application/json": {}}}})
+@router.delete(
+    "/{name}",
+    responses={
+        200: {"description": 'Deleted: MindsDB\'s body `""`', "content": EMPTY_STRING},
+        **problems(400),  # an unknown file too, as MindsDB
+    },
+)
 @router.delete("/{name}/", include_in_schema=False)
 async def delete_file(name: str, services: ServicesDep) -> Any:
     await services.files.delete(name)

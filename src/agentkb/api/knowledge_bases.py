@@ -8,10 +8,12 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from pydantic import ValidationError
 
 from agentkb.api.deps import ServicesDep
-from agentkb.api.responses import JSON
+from agentkb.api.responses import EMPTY_STRING, JSON, problems
 from agentkb.api.schemas import (
+    DeletedDocuments,
     DeleteDocumentsRequest,
     FilterCondition,
+    InsertQueued,
     InsertRequest,
     KnowledgeBaseRecord,
     KnowledgeBaseRequest,
@@ -56,12 +58,14 @@ def to_filters(given: dict[str, Any] | list[FilterCondition] | None) -> tuple[Fi
     return tuple(filters)
 
 
-@router.get("", response_model=list[KnowledgeBaseRecord])
+@router.get("", response_model=list[KnowledgeBaseRecord], responses=problems(404))
 async def list_knowledge_bases(project_name: str, services: ServicesDep) -> Any:
     return JSON([kb_record(kb) for kb in await services.knowledge_bases.list(project_name)])
 
 
-@router.post("", status_code=201, response_model=KnowledgeBaseRecord)
+@router.post(
+    "", status_code=201, response_model=KnowledgeBaseRecord, responses=problems(400, 404, 409, 413, 502)
+)
 async def create_knowledge_base(project_name: str, body: KnowledgeBaseRequest, services: ServicesDep) -> Any:
     fields = body.knowledge_base
     kb = await services.knowledge_bases.create(
@@ -70,14 +74,21 @@ async def create_knowledge_base(project_name: str, body: KnowledgeBaseRequest, s
     return JSON(kb_record(kb), status_code=201)
 
 
-@router.get("/{kb_name}", response_model=KnowledgeBaseRecord)
+@router.get("/{kb_name}", response_model=KnowledgeBaseRecord, responses=problems(404))
 async def get_knowledge_base(project_name: str, kb_name: str, services: ServicesDep) -> Any:
     kb = await services.knowledge_bases.get(project_name, kb_name)
     documents, chunks = await services.knowledge_bases.counts(kb)
     return JSON({**kb_record(kb), "document_count": documents, "chunk_count": chunks})
 
 
-@router.put("/{kb_name}", responses={202: {"description": 'Queued (async): {"job_id"}'}})
+@router.put(
+    "/{kb_name}",
+    responses={
+        200: {"description": 'Inserted: MindsDB\'s body `""`', "content": EMPTY_STRING},
+        202: {"description": "Queued (async): the job's id and state", "model": InsertQueued},
+        **problems(400, 404, 409, 413, 502),
+    },
+)
 async def insert_into_knowledge_base(
     project_name: str,
     kb_name: str,
@@ -103,7 +114,7 @@ async def insert_into_knowledge_base(
     return JSON("", headers={"X-Agentkb-Ingest": summary, "X-Agentkb-Job": job.id})
 
 
-@router.post("/{kb_name}/search", response_model=list[SearchHit])
+@router.post("/{kb_name}/search", response_model=list[SearchHit], responses=problems(400, 404, 413, 502))
 async def search_knowledge_base(
     project_name: str, kb_name: str, body: SearchRequest, services: ServicesDep
 ) -> Any:
@@ -124,7 +135,12 @@ async def search_knowledge_base(
 
 @router.delete(
     "/{kb_name}",
-    responses={204: {"description": "Knowledge base dropped"}, 200: {"description": "Documents deleted"}},
+    response_model=DeletedDocuments,
+    responses={
+        200: {"description": "Documents deleted"},
+        204: {"description": "Knowledge base dropped"},
+        **problems(400, 404, 413),
+    },
 )
 async def delete_knowledge_base(
     project_name: str, kb_name: str, request: Request, services: ServicesDep

@@ -14,12 +14,11 @@ log = logging.getLogger("agentkb.access")
 FORM_OVERHEAD = 64 * 1024
 
 
-class _TooLarge(Exception):
-    pass
-
-
 class RequestContext:
-    """Gives each request an id (`X-Request-Id`), logs it, and refuses bodies over `max_body_bytes` (413)."""
+    """Gives each request an id (`X-Request-Id`), logs it, and refuses bodies over `max_body_bytes` (413):
+    at once when `Content-Length` says so; otherwise (a chunked body) as soon as more than that has
+    arrived — the app then reads the end of the body (`http.disconnect`) and whatever it answers is
+    replaced by the 413."""
 
     def __init__(self, app: ASGIApp, max_body_bytes: int, max_upload_bytes: int | None = None) -> None:
         self.app = app
@@ -35,9 +34,12 @@ class RequestContext:
         started = time.perf_counter()
         status = 500
         response_started = False
+        too_large = False
 
         async def send_with_id(message: Message) -> None:
             nonlocal status, response_started
+            if too_large and not response_started:
+                return  # the app's answer to a body cut short; the 413 is sent instead
             if message["type"] == "http.response.start":
                 status = message["status"]
                 response_started = True
@@ -58,19 +60,24 @@ class RequestContext:
             received = 0
 
             async def counting_receive() -> Message:
-                nonlocal received
+                nonlocal received, too_large
+                if too_large:
+                    return {"type": "http.disconnect"}
                 message = await receive()
                 if message["type"] == "http.request":
                     received += len(message.get("body", b""))
                     if received > limit:
-                        raise _TooLarge
+                        too_large = True
+                        return {"type": "http.disconnect"}
                 return message
 
             try:
                 await self.app(scope, counting_receive, send_with_id)
-            except _TooLarge:
-                if response_started:
+            except Exception:
+                if not too_large:
                     raise
+            if too_large and not response_started:
+                too_large = False  # let the 413 through
                 await self._too_large(scope, receive, send_with_id, limit)
         finally:
             log.info(
@@ -92,6 +99,7 @@ class RequestContext:
         response = Problem(
             413, "Payload too large", f"The request body is larger than the limit of {limit} bytes"
         )
+        response.headers["Connection"] = "close"  # the rest of the body is not read
         await response(scope, receive, send)
 
 

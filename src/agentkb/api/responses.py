@@ -1,4 +1,5 @@
-"""JSON responses: compact orjson for success (as MindsDB), problem+json for errors."""
+"""JSON responses: compact orjson for success (as MindsDB), problem+json for errors; and the OpenAPI
+declarations of both (`problems`, `event_stream`, `EMPTY_STRING`)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,11 @@ from typing import Any
 
 import orjson
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from agentkb.secrecy import mask_text
+
+PROBLEM_MEDIA_TYPE = "application/problem+json"
 
 
 class JSON(JSONResponse):
@@ -18,10 +22,82 @@ class JSON(JSONResponse):
 class Problem(JSONResponse):
     """An error answer; its detail never shows a secret (`secrecy.mask_text`)."""
 
-    media_type = "application/problem+json"
+    media_type = PROBLEM_MEDIA_TYPE
 
     def __init__(self, status: int, title: str, detail: str, **extra: Any) -> None:
         super().__init__({"title": title, "detail": mask_text(detail), **extra}, status_code=status)
 
     def render(self, content: Any) -> bytes:
         return orjson.dumps(content)
+
+
+# --- OpenAPI declarations -----------------------------------------------------------------------------
+
+_COMPONENTS: dict[str, Any] = {}
+
+
+def schema_ref(model: Any, name: str | None = None) -> dict[str, str]:
+    """A `$ref` to the schema of `model` (a pydantic model or any type), which `component_schemas`
+    lists for the OpenAPI document's components."""
+    name = name or model.__name__
+    _COMPONENTS[name] = model
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def component_schemas() -> dict[str, Any]:
+    """The schemas `schema_ref` has named, with the models they use."""
+    schemas: dict[str, Any] = {}
+    for name, model in _COMPONENTS.items():
+        adapter = TypeAdapter(model)
+        schema = adapter.json_schema(ref_template="#/components/schemas/{model}", mode="serialization")
+        schemas.update(schema.pop("$defs", {}))
+        schemas[name] = schema
+    return schemas
+
+
+class ProblemBody(BaseModel):
+    """Every error response: `application/problem+json`."""
+
+    model_config = ConfigDict(extra="allow", title="Problem")
+    title: str = Field(description="Short summary, e.g. 'Agent not found'.")
+    detail: str = Field(description="What went wrong, for a person.")
+
+
+_PROBLEM_DESCRIPTIONS = {
+    400: "Invalid request: malformed body, parameter, name or value",
+    401: "No valid credential (or, for a login, wrong user name or password)",
+    404: "The project or resource named in the path does not exist",
+    409: "Conflict: the name is taken, or the resource is in use",
+    413: "The request body is larger than the server's limit",
+    429: "Too many requests for this credential; retry after `Retry-After` seconds",
+    502: "An embedding or language-model provider failed",
+}
+
+
+def problems(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """`responses=` entries for the problem+json errors an operation answers with."""
+    ref = schema_ref(ProblemBody, "Problem")
+    return {
+        code: {"description": _PROBLEM_DESCRIPTIONS[code], "content": {PROBLEM_MEDIA_TYPE: {"schema": ref}}}
+        for code in codes
+    }
+
+
+def event_stream(chunk: Any, description: str, *, name: str | None = None) -> dict[str, Any]:
+    """A `text/event-stream` response whose events are `data: <JSON of chunk>` (OpenAPI 3.2 `itemSchema`)."""
+    item = {
+        "type": "object",
+        "required": ["data"],
+        "properties": {
+            "data": {
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": schema_ref(chunk, name),
+            },
+        },
+    }
+    return {"description": description, "content": {"text/event-stream": {"itemSchema": item}}}
+
+
+EMPTY_STRING: dict[str, Any] = {"application/json": {"schema": {"type": "string", "const": ""}}}
+"""The JSON body `""` MindsDB answers some writes with."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -176,7 +176,7 @@ class SearchRequest(BaseModel):
     limit: int | None = Field(
         None, ge=0, description="Rows to return (default 10, at most 100 with a query)."
     )
-    offset: int = Field(0, ge=0)
+    offset: int = Field(0, ge=0, le=1_000_000)
     filters: dict[str, Any] | list[FilterCondition] | None = Field(
         None,
         description="{key: value} (a list value means IN) or [{key, op, value}]; keys are metadata keys, "
@@ -224,3 +224,119 @@ def job_record(job: JobRow, project: str, kb: str) -> dict[str, Any]:
         "finished_at": optional_timestamp(end),
         "duration_s": round(duration, 3) if duration is not None else None,
     }
+
+
+class DeletedDocuments(BaseModel):
+    deleted_documents: int
+    deleted_chunks: int
+
+
+class InsertQueued(BaseModel):
+    job_id: str
+    state: str = Field(description="queued or running")
+
+
+class JobRecord(BaseModel):
+    id: str
+    project: str
+    knowledge_base: str
+    mode: str
+    state: str = Field(description="queued, running, succeeded, failed or cancelled")
+    counts: dict[str, Any]
+    errors: list[dict[str, Any]]
+    error: str | None
+    worker: str | None
+    attempts: int
+    cancel_requested: bool
+    created_at: str
+    started_at: str | None
+    finished_at: str | None
+    duration_s: float | None
+
+
+# --- querying agents (spec 4.4, 6) ----------------------------------------------------------------
+
+
+class CompletionMessage(BaseModel):
+    role: Literal["assistant"]
+    content: str
+    trace_id: str
+    context: list[dict[str, Any]] = Field(description="Retrieved passages: {page_content, metadata}.")
+    sources: list[dict[str, str | None]] = Field(description="Citations: {kind, name, chunk_id, source}.")
+
+
+class CompletionResponse(BaseModel):
+    message: CompletionMessage
+
+
+class TraceRecord(BaseModel):
+    trace_id: str
+    agent_id: int
+    agent_name: str
+    project_id: int
+    question: str
+    answer: str | None
+    status: str = Field(description="running, completed, max_steps, error, timeout or cancelled")
+    error: str | None
+    error_type: str | None
+    model: dict[str, Any] | None
+    steps: list[dict[str, Any]]
+    usage: dict[str, Any]
+    started_at: str | None
+    finished_at: str | None
+    duration_ms: float | None
+
+
+class ToolCall(BaseModel):
+    tool: str
+    tool_input: str
+    log: str
+
+
+class ToolStep(BaseModel):
+    action: ToolCall
+    observation: str
+
+
+class ChunkMessage(BaseModel):
+    content: str
+
+
+class StartChunk(BaseModel):
+    type: Literal["start"]
+    prompt: str
+    trace_id: str
+
+
+class ActionChunk(BaseModel):
+    actions: list[ToolCall]
+    messages: list[ChunkMessage]
+    trace_id: str
+
+
+class StepChunk(BaseModel):
+    steps: list[ToolStep]
+    messages: list[ChunkMessage]
+    trace_id: str
+
+
+class OutputChunk(BaseModel):
+    output: str
+    messages: list[ChunkMessage]
+    trace_id: str
+    sources: list[dict[str, str | None]]
+
+
+class ErrorChunk(BaseModel):
+    type: Literal["error"]
+    content: str
+    error_type: str
+    trace_id: str
+
+
+class EndChunk(BaseModel):
+    type: Literal["end"]
+
+
+CompletionChunk = StartChunk | ActionChunk | StepChunk | OutputChunk | ErrorChunk | EndChunk
+"""One `data:` chunk of `/completions/stream`."""

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from agentkb.api.deps import ServicesDep
-from agentkb.api.responses import JSON
+from agentkb.api.responses import JSON, problems
 from agentkb.errors import AgentKBError
 from agentkb.secrecy import mask_text
 
@@ -27,7 +27,39 @@ class SQLRequest(BaseModel):
     params: dict[str, Any] | None = Field(None, description="Values for `:name` placeholders.")
 
 
-@router.post("/api/sql/query")
+class SQLContextOut(BaseModel):
+    db: str
+    show_secrets: bool = False
+
+
+class SQLTable(BaseModel):
+    type: Literal["table"]
+    column_names: list[str]
+    data: list[list[Any]]
+    context: SQLContextOut
+
+
+class SQLOk(BaseModel):
+    type: Literal["ok"]
+    affected_rows: int | None
+    context: SQLContextOut
+
+
+class SQLError(BaseModel):
+    type: Literal["error"]
+    error_code: int
+    error_message: str
+    context: SQLContextOut
+
+
+@router.post(
+    "/api/sql/query",
+    response_model=SQLTable | SQLOk | SQLError,
+    responses={
+        200: {"description": "A table, ok, or an error (SQL errors are 200 `type: error`)"},
+        **problems(400, 413),
+    },
+)
 @router.post("/api/sql/query/", include_in_schema=False)
 async def sql_query(body: SQLRequest, services: ServicesDep) -> Any:
     db = (body.context.db if body.context else None) or services.settings.default_project

@@ -1,7 +1,12 @@
-"""Server-sent events for `/completions/stream`, byte for byte as MindsDB sends them (spec §6).
+"""Server-sent events for `/completions/stream`, byte for byte as MindsDB sends them (spec §6), and for a
+job's progress.
 
 Each chunk is `data: <json.dumps(obj)>` and a blank line: default separators (spaces after `,` and
-`:`), no `event:` or `id:` lines. The stream always ends with `{"type": "end"}`.
+`:`), no `event:` or `id:` lines. An agent stream always ends with `{"type": "end"}`.
+
+When the server shuts down, open streams end at once with a last event (see `service.lifecycle`): an
+agent stream with an error chunk saying so and `{"type": "end"}`, a job stream with the job's record as it
+now is, marked `"shutdown": true`.
 """
 
 from __future__ import annotations
@@ -9,8 +14,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator
-from typing import Any, assert_never
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
+from typing import Any, TypeVar, assert_never
 
 import anyio
 from fastapi.responses import StreamingResponse
@@ -21,6 +27,54 @@ log = logging.getLogger("agentkb.api.sse")
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 END_CHUNK: dict[str, Any] = {"type": "end"}
+SHUTDOWN_MESSAGE = "The server is shutting down; the agent run was stopped before it finished"
+T = TypeVar("T")
+
+
+class _Stopped(Exception):
+    """The server began shutting down while a stream was open."""
+
+
+async def until(items: AsyncIterator[T], stop: asyncio.Event) -> AsyncGenerator[T, None]:
+    """`items` until they end, or until `stop` is set: then `_Stopped` is raised at once, even while
+    `items` is waiting for its next one. `items` runs in a task of its own (one item ahead at most) and is
+    cancelled and closed there, so its own clean-up (cancelling an agent run, storing its trace) runs as
+    when a client goes away."""
+    box: asyncio.Queue[tuple[bool, Any]] = asyncio.Queue(maxsize=1)
+
+    async def pump() -> None:
+        try:
+            async for item in items:
+                await box.put((True, item))
+            await box.put((False, None))
+        except Exception as exc:  # handed to the consumer, raised there
+            await box.put((False, exc))
+        finally:
+            close = getattr(items, "aclose", None)
+            if close is not None:
+                await close()
+
+    pumping = asyncio.create_task(pump(), name="sse-source")
+    stopped = asyncio.ensure_future(stop.wait())
+    getting: asyncio.Future[tuple[bool, Any]] | None = None
+    try:
+        while True:
+            getting = asyncio.ensure_future(box.get())
+            await asyncio.wait({getting, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            if stopped.done():
+                raise _Stopped
+            more, value = getting.result()
+            if not more:
+                if isinstance(value, Exception):
+                    raise value
+                return
+            yield value
+    finally:
+        for future in (getting, stopped, pumping):
+            if future is not None:
+                future.cancel()
+        with anyio.CancelScope(shield=True):
+            await asyncio.wait({pumping})
 
 
 def to_chunk(event: Event) -> dict[str, Any]:
@@ -60,20 +114,29 @@ def encode(chunk: dict[str, Any]) -> str:
     return f"data: {json.dumps(chunk)}\n\n"
 
 
-async def sse_chunks(events: AsyncIterator[Event]) -> AsyncIterator[str]:
-    """Encode events as they come. An unexpected failure becomes an error chunk; the end chunk is
-    always last (unless the client is gone, when there is nobody to send it to). Closing this
-    generator closes `events`, which cancels the run."""
+async def sse_chunks(events: AsyncIterator[Event], stop: asyncio.Event | None = None) -> AsyncIterator[str]:
+    """Encode events as they come. An unexpected failure, or the server shutting down (`stop`), becomes an
+    error chunk; the end chunk is always last (unless the client is gone, when there is nobody to send it
+    to). Closing this generator closes `events`, which cancels the run."""
     ended = gone = False
+    trace_id = ""
     try:
-        async for event in events:
-            yield encode(to_chunk(event))
-            if isinstance(event, End):
-                ended = True
-                break
+        async with aclosing(until(events, stop or asyncio.Event())) as running:
+            async for event in running:
+                if isinstance(event, Start):
+                    trace_id = event.trace_id
+                yield encode(to_chunk(event))
+                if isinstance(event, End):
+                    ended = True
+                    break
     except (asyncio.CancelledError, GeneratorExit):
         gone = True
         raise
+    except _Stopped:
+        log.info("agent stream of trace %s ended: the server is shutting down", trace_id or "-")
+        yield encode(
+            {"type": "error", "content": SHUTDOWN_MESSAGE, "error_type": "general", "trace_id": trace_id}
+        )
     except Exception as exc:  # reported to the client, then the stream ends cleanly
         log.exception("agent stream failed")
         yield encode(
@@ -93,16 +156,28 @@ async def sse_chunks(events: AsyncIterator[Event]) -> AsyncIterator[str]:
             yield encode(END_CHUNK)
 
 
-def sse_objects(objects: AsyncIterator[Any]) -> StreamingResponse:
-    """A `text/event-stream` response of plain JSON objects (e.g. a job's record at each change)."""
+def sse_objects(
+    objects: AsyncIterator[dict[str, Any]],
+    stop: asyncio.Event,
+    last_words: Callable[[dict[str, Any] | None], Awaitable[dict[str, Any]]],
+) -> StreamingResponse:
+    """A `text/event-stream` response of plain JSON objects (e.g. a job's record at each change). When
+    `stop` is set (the server shuts down) the stream ends with `await last_words(last object sent)`."""
 
     async def chunks() -> AsyncIterator[str]:
-        async for obj in objects:
-            yield encode(obj)
+        last: dict[str, Any] | None = None
+        try:
+            async with aclosing(until(objects, stop)) as running:
+                async for obj in running:
+                    last = obj
+                    yield encode(obj)
+        except _Stopped:
+            yield encode(await last_words(last))
 
     return StreamingResponse(chunks(), media_type="text/event-stream", headers=SSE_HEADERS)
 
 
-def sse_response(events: AsyncIterator[Event]) -> StreamingResponse:
-    """A `text/event-stream` response; each chunk is sent (and flushed) as soon as it is produced."""
-    return StreamingResponse(sse_chunks(events), media_type="text/event-stream", headers=SSE_HEADERS)
+def sse_response(events: AsyncIterator[Event], stop: asyncio.Event | None = None) -> StreamingResponse:
+    """A `text/event-stream` response; each chunk is sent (and flushed) as soon as it is produced. When
+    `stop` is set (the server shuts down) the run is cancelled and the stream ends with an error chunk."""
+    return StreamingResponse(sse_chunks(events, stop), media_type="text/event-stream", headers=SSE_HEADERS)

@@ -400,6 +400,13 @@ def ingest(
     no_wait: Annotated[
         bool, typer.Option("--no-wait", help="Submit the job, print its id and exit without following it.")
     ] = False,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            envvar="AGENTKB_API_KEY",
+            help="API key for a server with authentication on (from `agentkb keys create NAME`).",
+        ),
+    ] = None,
 ) -> None:
     """Upload files and crawl web sites into a knowledge base, as one job, showing its progress."""
     import httpx
@@ -424,7 +431,8 @@ def ingest(
     timeout = httpx.Timeout(
         60, read=600
     )  # an upload is parsed before it is answered: large ones take a while
-    with httpx.Client(base_url=server.rstrip("/"), timeout=timeout) as client:
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    with httpx.Client(base_url=server.rstrip("/"), timeout=timeout, headers=headers) as client:
         run = Ingest(client, console, project, kb)
         job_id = None
         try:

@@ -10,6 +10,7 @@ import typer
 
 from agentkb import __version__
 from agentkb.cli.ingest import ingest
+from agentkb.cli.keys import keys, with_services
 from agentkb.cli.secret_key import rotate_secret
 
 app = typer.Typer(help="agentkb: AI agents over knowledge bases and SQL data.", no_args_is_help=True)
@@ -24,22 +25,47 @@ def serve(
     host: Annotated[str | None, typer.Option(help="Interface to bind (default 127.0.0.1).")] = None,
     port: Annotated[int | None, typer.Option(help="Port (default 47334).")] = None,
     data_dir: Annotated[Path | None, typer.Option(help="Data directory (default ~/.agentkb).")] = None,
+    allow_no_auth: Annotated[
+        bool,
+        typer.Option(
+            "--allow-no-auth",
+            help="Serve on a non-loopback --host with no authentication configured (refused otherwise).",
+        ),
+    ] = False,
 ) -> None:
-    """Start the HTTP service."""
-    import uvicorn
-
+    """Start the HTTP service. On a non-loopback --host it needs authentication (AGENTKB_USERNAME and
+    AGENTKB_PASSWORD, or an API key from `agentkb keys create`) unless --allow-no-auth is given.
+    SIGTERM/SIGINT stops it within AGENTKB_SHUTDOWN_GRACE_S; a second one at once."""
     from agentkb.app import create_app
+    from agentkb.cli.server import serve as run_server
     from agentkb.logs import configure
     from agentkb.settings import Settings
 
     overrides: dict[str, Any] = {
         k: v for k, v in {"host": host, "port": port, "data_dir": data_dir}.items() if v is not None
     }
+    if allow_no_auth:
+        overrides["allow_no_auth"] = True
     settings = Settings(**overrides)
     configure(settings.log_level, settings.log_format)
-    uvicorn.run(
-        create_app(settings), host=settings.host, port=settings.port, log_config=None, access_log=False
+    _refuse_exposed_without_auth(settings)
+    run_server(
+        create_app(settings), host=settings.host, port=settings.port, grace_s=settings.shutdown_grace_s
     )
+
+
+def _refuse_exposed_without_auth(settings: Any) -> None:
+    """Exit (status 2) instead of serving the API open to the network: a non-loopback host needs a login
+    or an API key, unless --allow-no-auth. (A server started otherwise, say by uvicorn itself, still
+    refuses every request without a credential on such a host.)"""
+    from agentkb.service.auth import is_loopback
+
+    if settings.allow_no_auth or is_loopback(settings.host) or settings.username is not None:
+        return
+    problem = with_services(settings, lambda services: services.auth.exposure_problem())
+    if problem is not None:
+        typer.echo(f"error: {problem}", err=True)
+        raise typer.Exit(2)
 
 
 @app.command()
@@ -70,7 +96,8 @@ def worker(
     data_dir: Annotated[Path | None, typer.Option(help="Data directory (default ~/.agentkb).")] = None,
 ) -> None:
     """Run an ingestion worker: take queued async inserts from the database and run them. Start any
-    number, on any machine that reaches the same AGENTKB_DATABASE_URL (or the same data directory)."""
+    number, on any machine that reaches the same AGENTKB_DATABASE_URL (or the same data directory).
+    SIGTERM/SIGINT hands the running job back to the queue and exits; a second one exits at once."""
     import asyncio
 
     from agentkb.logs import configure
@@ -84,8 +111,6 @@ def worker(
 
 
 app.command("ingest")(ingest)
-
-keys = typer.Typer(help="Keys: the secret key that encrypts stored secrets.", no_args_is_help=True)
 keys.command("rotate-secret")(rotate_secret)
 app.add_typer(keys, name="keys")
 

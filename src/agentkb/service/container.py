@@ -12,12 +12,15 @@ from agentkb.ingest.files.source import FileSource
 from agentkb.kb.embedders.registry import EmbedderRegistry
 from agentkb.secrecy import SecretBox
 from agentkb.service.agents import AgentService
+from agentkb.service.auth import AuthService
 from agentkb.service.completions import CompletionService
 from agentkb.service.data_sources import DataSourceService
 from agentkb.service.files import FileService
+from agentkb.service.health import HealthService
 from agentkb.service.ingest import IngestService
 from agentkb.service.jobs import JobService
 from agentkb.service.knowledge_bases import KnowledgeBaseService
+from agentkb.service.lifecycle import Shutdown
 from agentkb.service.projects import ProjectService
 from agentkb.service.search import SearchService
 from agentkb.service.sql import SQLService
@@ -40,6 +43,9 @@ class Services:
     files: FileService
     completions: CompletionService
     sql: SQLService
+    auth: AuthService
+    shutdown: Shutdown
+    health: HealthService
 
     async def aclose(self) -> None:
         """Give back what the services hold (data-source engines, embedder and search HTTP clients)."""
@@ -53,11 +59,14 @@ def build_services(
     db: Database,
     embedders: EmbedderRegistry,
     http_client: httpx2.AsyncClient,
+    shutdown: Shutdown | None = None,
     *,
     box: SecretBox | None = None,
 ) -> Services:
-    """`http_client` is the one HTTP client of the LLM providers (the runtime owns and closes it); `box`
-    seals and reveals stored secrets (default: `AGENTKB_SECRET_KEY` alone; the runtime passes its own)."""
+    """`http_client` is the one HTTP client of the LLM providers (the runtime owns and closes it);
+    `shutdown` is the process's (the runtime stops the worker when it begins); `box` seals and reveals
+    stored secrets (default: `AGENTKB_SECRET_KEY` alone; the runtime passes its own)."""
+    shutdown = shutdown or Shutdown()
     box = box or SecretBox.from_environment()
     data_sources = DataSourceService(db, box=box)
     agent_service = AgentService(db, settings.default_model, box=box)
@@ -94,4 +103,7 @@ def build_services(
             files=files,
             completions=completions,
         ),
+        auth=AuthService(db, settings),
+        shutdown=shutdown,
+        health=HealthService(db, shutdown),
     )

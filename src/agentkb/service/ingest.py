@@ -36,7 +36,7 @@ from agentkb.storage import knowledge_bases as repo
 from agentkb.storage.db import Database
 from agentkb.storage.jobs import JobRow
 from agentkb.storage.knowledge_bases import KnowledgeBaseRow
-from agentkb.validation import check_dict, check_str_list, is_identifier
+from agentkb.validation import check_dict, check_storable, check_str_list, is_identifier
 
 SETTING_KEYS = ("id_column", "metadata_columns", "content_columns", "embedding_model", "reranking_model")
 
@@ -83,7 +83,7 @@ class IngestService:
             raise BadRequest(
                 "Nothing to insert: give 'rows', 'query', 'files' or 'urls'", title="Missing parameter"
             )
-        return request
+        return check_storable(request, "knowledge_base")  # type: ignore[no-any-return]  # kept as a job's request
 
     async def submit(
         self, project_name: str, kb_name: str, given: InsertInput, *, wait: bool = True

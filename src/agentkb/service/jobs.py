@@ -11,7 +11,6 @@ marked failed (their transaction rolled back: nothing of them is visible).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator
 from datetime import datetime
@@ -120,9 +119,11 @@ class JobService:
         self.jobs_run += 1
         return True
 
-    async def work(self) -> None:
-        """Claim and run jobs until cancelled."""
-        while True:
+    async def work(self, stop: asyncio.Event | None = None) -> None:
+        """Claim and run jobs until cancelled, or until `stop` is set (then nothing more is claimed; cancel
+        the task to interrupt a running job, whose transaction then rolls back, and `hand_back()` it)."""
+        stop = stop or asyncio.Event()
+        while not stop.is_set():
             try:
                 if await self.run_once():
                     continue
@@ -131,10 +132,25 @@ class JobService:
             except Exception:  # the worker must outlive a bad poll (database restart, ...)
                 log.exception("worker loop error; retrying")
             self.ingest.queued.clear()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self.ingest.queued.wait(), timeout=self.poll_s)
+            woken = asyncio.ensure_future(self.ingest.queued.wait())
+            stopped = asyncio.ensure_future(stop.wait())
+            try:
+                await asyncio.wait({woken, stopped}, timeout=self.poll_s, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                woken.cancel()
+                stopped.cancel()
+
+    async def hand_back(self) -> int:
+        """Put this process's running async jobs back in the queue (its worker was stopped): they resume on
+        the next worker that polls, here after a restart or elsewhere. Returns how many."""
+        async with self.db.transaction() as conn:
+            count = await jobs.hand_back(conn, self.worker_id)
+        if count:
+            log.info("handed %d running job(s) back to the queue", count)
+        return count
 
     async def release(self) -> None:
-        """Hand this process's claimed jobs back to the queue (on shutdown)."""
+        """On shutdown: hand this process's async jobs back to the queue and mark its interrupted
+        synchronous inserts failed (their requests are gone; their transactions rolled back)."""
         async with self.db.transaction() as conn:
             await jobs.release(conn, self.worker_id)

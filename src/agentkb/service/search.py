@@ -19,7 +19,7 @@ from agentkb.storage import chunk_search, chunks
 from agentkb.storage import knowledge_bases as repo
 from agentkb.storage.db import Database
 from agentkb.storage.knowledge_bases import KnowledgeBaseRow
-from agentkb.validation import is_identifier
+from agentkb.validation import check_storable, is_identifier
 
 
 def options_from_query(query: KBQuery) -> SearchOptions:
@@ -77,6 +77,10 @@ class SearchService:
         return await self.search_kb(kb, options)
 
     async def search_kb(self, kb: KnowledgeBaseRow, options: SearchOptions) -> list[Hit]:
+        check_storable(options.query, "query")  # the text reaches PostgreSQL: no NUL characters
+        for f in options.filters:
+            check_storable(f.key, "filters")
+            check_storable(f.value, f"filters.{f.key}")
         reranker = kb.reranking_model if options.rerank and options.query is not None else None
         if reranker:
             limit = min(options.limit if options.limit is not None else DEFAULT_LIMIT, MAX_CONTENT_LIMIT)

@@ -7,6 +7,7 @@ from agentkb.ingest.pipeline import IngestStats
 from agentkb.ingest.request import InsertInput
 from agentkb.kb.filters import Filter, FilterOp
 from agentkb.kb.search import DEFAULT_ALPHA, DEFAULT_FUSION_K, SearchOptions
+from agentkb.service.auth import LoginToken, Principal
 from agentkb.sql.datasources import SUPPORTED_ENGINES
 from agentkb.storage.agents import AgentRow
 from agentkb.storage.data_sources import DataSourceRow
@@ -33,7 +34,9 @@ __all__ = [
     "InsertInput",
     "JobRow",
     "KnowledgeBaseRow",
+    "LoginToken",
     "Output",
+    "Principal",
     "Project",
     "SearchOptions",
     "Start",

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb.storage.chunks import vector_expr
 
+MAX_EF_SEARCH = 1000  # pgvector's upper bound for hnsw.ef_search
 EF_SEARCH = 100  # HNSW candidate list; recall@10 ≈ 0.99 at 100 k vectors
 
 
@@ -31,8 +32,9 @@ def _query_vector(dim: int) -> str:
 async def vector_top_k(
     conn: AsyncConnection, table: str, dim: int, query: np.ndarray, k: int, where: str, params: dict[str, Any]
 ) -> list[Row]:
-    await conn.execute(text("SELECT set_config('hnsw.ef_search', :ef, true)"), {"ef": str(max(EF_SEARCH, k))})
-    if where != "TRUE":  # keep scanning the graph until enough rows pass the filter (pgvector ≥ 0.8)
+    ef = min(max(EF_SEARCH, k), MAX_EF_SEARCH)
+    await conn.execute(text("SELECT set_config('hnsw.ef_search', :ef, true)"), {"ef": str(ef)})
+    if where != "TRUE" or k > ef:  # keep scanning the graph until enough rows pass (pgvector ≥ 0.8)
         await conn.execute(text("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"))
     distance = f"{vector_expr(dim)} <=> {_query_vector(dim)}"
     rows = await conn.execute(

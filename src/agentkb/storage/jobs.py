@@ -200,15 +200,21 @@ async def fail_abandoned_sync(conn: AsyncConnection, stale_after_s: float) -> in
     return len(result.all())
 
 
-async def release(conn: AsyncConnection, worker: str) -> None:
-    """On a clean shutdown: hand this worker's async jobs back to the queue, end its sync ones."""
-    await conn.execute(
+async def hand_back(conn: AsyncConnection, worker: str) -> int:
+    """Put this worker's running async jobs back in the queue (without counting the attempt)."""
+    result = await conn.execute(
         text(
             "UPDATE ingest_jobs SET state = 'queued', worker = NULL, attempts = greatest(attempts - 1, 0), "
-            "updated_at = now() WHERE worker = :w AND state = 'running' AND mode = 'async'"
+            "updated_at = now() WHERE worker = :w AND state = 'running' AND mode = 'async' RETURNING id"
         ),
         {"w": worker},
     )
+    return len(result.all())
+
+
+async def release(conn: AsyncConnection, worker: str) -> None:
+    """On a clean shutdown: hand this worker's async jobs back to the queue, end its sync ones."""
+    await hand_back(conn, worker)
     await conn.execute(
         text(
             "UPDATE ingest_jobs SET state = 'failed', finished_at = now(), updated_at = now(), error = "

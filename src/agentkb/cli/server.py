@@ -1,0 +1,57 @@
+"""`agentkb serve`'s uvicorn server, with agentkb's shutdown built on uvicorn's own.
+
+On SIGTERM/SIGINT uvicorn closes its listening sockets (no new connections), asks idle keep-alive
+connections to close, waits `timeout_graceful_shutdown` for the requests in flight, cancels what is left
+and then runs the app's lifespan shutdown (the runtime closes). What agentkb adds:
+
+- when uvicorn's shutdown starts, the app's `Shutdown` begins: the ingestion worker stops and hands its
+  running job back to the queue, and open event streams (agent runs, job events) send a last event and
+  end — so the connections uvicorn waits for close at once instead of after the job or run;
+- requests get half the grace period (`AGENTKB_SHUTDOWN_GRACE_S`), closing the runtime the other half,
+  and a deadline ends the process when the grace period is over whatever is left (`ExitGuard`);
+- a second signal exits at once (uvicorn itself only force-quits on a second SIGINT, and even then waits
+  for nothing but still runs no lifespan shutdown).
+"""
+
+from __future__ import annotations
+
+import socket
+from types import FrameType
+from typing import Any
+
+import uvicorn
+
+from agentkb.runtime import ExitGuard
+from agentkb.service.lifecycle import Shutdown
+
+
+class GracefulServer(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config, shutdown: Shutdown, grace_s: float) -> None:
+        super().__init__(config)
+        self.app_shutdown = shutdown
+        self.guard = ExitGuard(grace_s)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self.guard(sig)  # the second signal ends the process here
+        super().handle_exit(sig, frame)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self.app_shutdown.begin()
+        await super().shutdown(sockets)
+
+
+def serve(app: Any, *, host: str, port: int, grace_s: float) -> None:
+    """Run `app` (from `agentkb.app.create_app`) until a signal stops it."""
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_config=None,
+        access_log=False,
+        # requests in flight get half the grace period; the runtime closes in the other half
+        timeout_graceful_shutdown=grace_s / 2,  # type: ignore[arg-type]  # annotated int, used as a float
+    )
+    server = GracefulServer(config, app.state.shutdown, grace_s)
+    server.run()
+    if not server.started:
+        raise SystemExit(3)  # uvicorn's STARTUP_FAILURE: the lifespan or the bind failed

@@ -1,0 +1,194 @@
+"""Authentication: who may call the HTTP API.
+
+Two kinds of credential, both checked against PostgreSQL on every request (so every API process sharing the
+database agrees at once, and a revoked key or ended session is refused on its next request):
+
+- **login tokens**: `POST /api/login` with `AGENTKB_USERNAME` / `AGENTKB_PASSWORD` gives a random token that
+  expires after `AGENTKB_TOKEN_TTL_S`; its row also holds an HMAC of the login keyed by the token, so
+  changing the password (or user name) ends every session made with the old one;
+- **API keys**: `agentkb keys create NAME` makes a random `akb_…` key, shown once.
+
+Only SHA-256 hashes of the secrets are stored. Auth is on when a login is configured or any API key
+exists, and also on a server bound to a non-loopback interface unless `allow_no_auth` says otherwise (so
+revoking the last key of an exposed server does not open it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import re
+import secrets
+from dataclasses import dataclass
+from typing import Literal
+
+from agentkb.errors import BadRequest, Conflict, NotFound, Unauthorized
+from agentkb.settings import Settings
+from agentkb.storage import auth as repo
+from agentkb.storage.auth import ApiKeyRow
+from agentkb.storage.db import Database
+
+KEY_PREFIX = "akb_"
+KEY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+MAX_CREDENTIAL = 512  # longer is no credential of ours: refused without a database round trip
+TOUCH_AFTER_S = 60.0  # an API key's `last_used_at` is recorded at most once a minute
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who a request acts for: a logged-in user or a named API key."""
+
+    kind: Literal["user", "key"]
+    name: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.kind}:{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class LoginToken:
+    token: str
+    expires_in_s: float
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding `host` keeps the server reachable from this machine only."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to any interface
+
+
+def _sha256(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def _login_tag(token: str, username: str, password: str) -> str:
+    return hmac.new(token.encode(), f"{username}\0{password}".encode(), hashlib.sha256).hexdigest()
+
+
+def _same(given: str, expected: str) -> bool:
+    """Constant-time equality; comparing digests keeps even the lengths from showing in the timing."""
+    return hmac.compare_digest(
+        hashlib.sha256(given.encode()).digest(), hashlib.sha256(expected.encode()).digest()
+    )
+
+
+class AuthService:
+    def __init__(self, db: Database, settings: Settings) -> None:
+        self.db = db
+        self.username = settings.username
+        self._password = settings.password.get_secret_value() if settings.password is not None else None
+        self.token_ttl_s = settings.token_ttl_s
+        self.host = settings.host
+        self.allow_no_auth = settings.allow_no_auth
+        # an exposed server never runs open by accident, even after its last API key is revoked
+        self.always_on = not settings.allow_no_auth and not is_loopback(settings.host)
+
+    @property
+    def login_enabled(self) -> bool:
+        return self.username is not None and self._password is not None
+
+    async def any_key(self) -> bool:
+        async with self.db.connect() as conn:
+            return await repo.any_key(conn)
+
+    async def configured(self) -> bool:
+        """A login is configured or an API key exists."""
+        return self.login_enabled or await self.any_key()
+
+    async def enabled(self) -> bool:
+        """Whether requests need a credential."""
+        return self.always_on or await self.configured()
+
+    async def exposure_problem(self) -> str | None:
+        """Why `agentkb serve` must not start on its host with auth off; None when it may."""
+        if self.allow_no_auth or is_loopback(self.host) or await self.configured():
+            return None
+        return (
+            f"refusing to serve on {self.host} with authentication off: anyone who reaches the port could "
+            "use the API. Turn authentication on: set AGENTKB_USERNAME and AGENTKB_PASSWORD, or create an "
+            "API key with `agentkb keys create NAME` (on the same data directory or AGENTKB_DATABASE_URL). "
+            "Or pass --allow-no-auth (AGENTKB_ALLOW_NO_AUTH=true) to serve without authentication on purpose."
+        )
+
+    async def authenticate(self, credential: str | None) -> Principal | None:
+        """The principal a credential (login token or API key) stands for; None if it is not valid now."""
+        if not credential or len(credential) > MAX_CREDENTIAL:
+            return None
+        digest = _sha256(credential)
+        if credential.startswith(KEY_PREFIX):
+            async with self.db.transaction() as conn:
+                found = await repo.use_key(conn, digest, TOUCH_AFTER_S)
+            if found is None or not _same(found[1], digest):
+                return None
+            return Principal("key", found[0])
+        if self.username is None or self._password is None:
+            return None
+        async with self.db.connect() as conn:
+            session = await repo.get_session(conn, digest)
+        if session is None:
+            return None
+        if not _same(session.login_tag, _login_tag(credential, self.username, self._password)):
+            return None  # made with another user name or password
+        return Principal("user", session.username)
+
+    async def login(self, username: object, password: object) -> LoginToken:
+        if self.username is None or self._password is None:
+            raise Unauthorized(
+                "Login is not configured on this server (set AGENTKB_USERNAME and AGENTKB_PASSWORD); "
+                "authenticate with an API key instead"
+            )
+        given_user = username if isinstance(username, str) else ""
+        given_password = password if isinstance(password, str) else ""
+        user_ok = _same(given_user, self.username)
+        password_ok = _same(given_password, self._password)  # both compared, whatever the first said
+        if not (user_ok and password_ok):
+            raise Unauthorized("Invalid username or password")
+        token = secrets.token_urlsafe(32)
+        async with self.db.transaction() as conn:
+            await repo.delete_expired_sessions(conn)
+            await repo.insert_session(
+                conn,
+                _sha256(token),
+                self.username,
+                _login_tag(token, self.username, self._password),
+                self.token_ttl_s,
+            )
+        return LoginToken(token, self.token_ttl_s)
+
+    async def logout(self, credential: str | None) -> bool:
+        """End the session of a login token; False for anything else (an API key is revoked, not ended)."""
+        if not credential or credential.startswith(KEY_PREFIX) or len(credential) > MAX_CREDENTIAL:
+            return False
+        async with self.db.transaction() as conn:
+            return await repo.delete_session(conn, _sha256(credential))
+
+    async def create_key(self, name: str) -> str:
+        """A new API key named `name`; the key itself is returned once and stored only as its hash."""
+        if not KEY_NAME.match(name):
+            raise BadRequest(
+                "an API key name is 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or "
+                f"digit; got {name!r}",
+                title="Invalid name",
+            )
+        key = KEY_PREFIX + secrets.token_urlsafe(32)
+        async with self.db.transaction() as conn:
+            created = await repo.insert_key(conn, name, _sha256(key))
+        if created is None:
+            raise Conflict(f"An API key named {name} already exists", title="API key already exists")
+        return key
+
+    async def list_keys(self) -> list[ApiKeyRow]:
+        async with self.db.connect() as conn:
+            return await repo.list_keys(conn)
+
+    async def revoke_key(self, name: str) -> None:
+        async with self.db.transaction() as conn:
+            deleted = await repo.delete_key(conn, name)
+        if not deleted:
+            raise NotFound(f"No API key named {name}", title="API key not found")

@@ -1,0 +1,128 @@
+"""API keys and login sessions (`api_keys`, `auth_sessions`, migration 0008). Rows hold the SHA-256 of
+each secret, never the secret: a stolen database dump cannot be replayed as a credential."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import BigInteger, Column, DateTime, Table, Text, func, select, text
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from agentkb.storage.schema import metadata
+
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("name", Text, nullable=False, unique=True),
+    Column("key_hash", Text, nullable=False, unique=True),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("last_used_at", DateTime(timezone=True), nullable=True),
+)
+
+auth_sessions = Table(
+    "auth_sessions",
+    metadata,
+    Column("token_hash", Text, primary_key=True),
+    Column("username", Text, nullable=False),
+    Column("login_tag", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKeyRow:
+    name: str
+    created_at: datetime
+    last_used_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRow:
+    username: str
+    login_tag: str
+    expires_at: datetime
+
+
+async def insert_key(conn: AsyncConnection, name: str, key_hash: str) -> ApiKeyRow | None:
+    """Insert; None if the name is taken (the unique constraint decides, race-free)."""
+    stmt = (
+        insert(api_keys)
+        .values(name=name, key_hash=key_hash)
+        .on_conflict_do_nothing(index_elements=["name"])
+        .returning(api_keys.c.name, api_keys.c.created_at, api_keys.c.last_used_at)
+    )
+    row = (await conn.execute(stmt)).first()
+    return ApiKeyRow(row.name, row.created_at, row.last_used_at) if row else None
+
+
+async def list_keys(conn: AsyncConnection) -> list[ApiKeyRow]:
+    stmt = select(api_keys.c.name, api_keys.c.created_at, api_keys.c.last_used_at).order_by(api_keys.c.name)
+    return [ApiKeyRow(r.name, r.created_at, r.last_used_at) for r in await conn.execute(stmt)]
+
+
+async def delete_key(conn: AsyncConnection, name: str) -> bool:
+    result = await conn.execute(api_keys.delete().where(api_keys.c.name == name).returning(api_keys.c.id))
+    return result.first() is not None
+
+
+async def any_key(conn: AsyncConnection) -> bool:
+    return (await conn.scalar(select(api_keys.c.id).limit(1))) is not None
+
+
+_USE_KEY = text(
+    """
+    WITH k AS (SELECT id, name, key_hash, last_used_at FROM api_keys WHERE key_hash = :key_hash),
+    touched AS (
+        UPDATE api_keys SET last_used_at = now() FROM k
+        WHERE api_keys.id = k.id
+          AND (k.last_used_at IS NULL OR k.last_used_at < now() - make_interval(secs => :touch_after_s))
+    )
+    SELECT name, key_hash FROM k
+    """
+)
+
+
+async def use_key(conn: AsyncConnection, key_hash: str, touch_after_s: float) -> tuple[str, str] | None:
+    """(name, stored hash) of the key with this hash, or None; records the use when the last recorded one
+    is older than `touch_after_s` (one write per key and interval, not one per request)."""
+    row = (await conn.execute(_USE_KEY, {"key_hash": key_hash, "touch_after_s": touch_after_s})).first()
+    return (row.name, row.key_hash) if row else None
+
+
+async def insert_session(
+    conn: AsyncConnection, token_hash: str, username: str, login_tag: str, ttl_s: float
+) -> None:
+    await conn.execute(
+        insert(auth_sessions).values(
+            token_hash=token_hash,
+            username=username,
+            login_tag=login_tag,
+            expires_at=func.now() + timedelta(seconds=ttl_s),
+        )
+    )
+
+
+async def get_session(conn: AsyncConnection, token_hash: str) -> SessionRow | None:
+    """The session with this token hash, unless it has expired."""
+    stmt = select(auth_sessions.c.username, auth_sessions.c.login_tag, auth_sessions.c.expires_at).where(
+        auth_sessions.c.token_hash == token_hash, auth_sessions.c.expires_at > func.now()
+    )
+    row = (await conn.execute(stmt)).first()
+    return SessionRow(row.username, row.login_tag, row.expires_at) if row else None
+
+
+async def delete_session(conn: AsyncConnection, token_hash: str) -> bool:
+    result = await conn.execute(
+        auth_sessions.delete()
+        .where(auth_sessions.c.token_hash == token_hash)
+        .returning(auth_sessions.c.username)
+    )
+    return result.first() is not None
+
+
+async def delete_expired_sessions(conn: AsyncConnection) -> None:
+    await conn.execute(auth_sessions.delete().where(auth_sessions.c.expires_at <= func.now()))

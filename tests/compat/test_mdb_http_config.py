@@ -1,0 +1,25 @@
+"""Ported from MindsDB `tests/unit/api/http/config_test.py` @v26.1.0."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+ORIGIN = "MindsDB tests/unit/api/http/config_test.py @v26.1.0"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="GET /api/config/ is not served (MindsDB: auth, default_llm, default_embedding_model, "
+    "default_reranking_model, knowledge_bases {storage, available_vector_engines, pgvector_enabled, …})",
+)
+def test_get_config_returns_knowledge_bases_storage(client: httpx.Client) -> None:
+    """Origin: test_get_config_returns_knowledge_bases_storage (MindsDB @v26.1.0)."""
+    response = client.get("/api/config/")
+
+    assert response.status_code == 200
+    payload = response.json()
+    assert "knowledge_bases" in payload
+    assert "storage" in payload["knowledge_bases"]
+    assert "available_vector_engines" in payload["knowledge_bases"]
+    assert "pgvector_enabled" in payload["knowledge_bases"]
