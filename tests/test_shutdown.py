@@ -22,34 +22,33 @@ from typing import Any
 
 import httpx
 import pytest
-from embedding_stub import EmbeddingStub
 
-from tests.agents.llm_stub import LLMStub, text
 from tests.conftest import ServedApp, free_port
+from tests.openai_stub import OpenAIStub, text
 from tests.test_serve_restart import _postgres_running
 
 P = "/api/projects/mindsdb"
 ROWS = 40
 
 
-class GatedStub(EmbeddingStub):
-    """Holds each embedding request until `gate` is set; `held` is set once one is being held."""
+class GatedStub(OpenAIStub):
+    """Holds every request from the start until `open()`; `wait_held()` returns once an embedding request is
+    being held."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.gate = threading.Event()
-        self.held = threading.Event()
-        self.server.handle_error = lambda *_: None  # type: ignore[method-assign]  # held, then hung up on
+        self.hold()
 
-    def respond(self, body: Any) -> Any:
-        if not self.gate.is_set():
-            self.held.set()
-            self.gate.wait(timeout=600)
-        return super().respond(body)
+    def wait_held(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while not any(r.path.endswith("/embeddings") for r in self.requests):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+        return True
 
-    def __exit__(self, *exc: object) -> None:
-        self.gate.set()
-        super().__exit__(*exc)
+    def open(self) -> None:
+        self.release()
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -90,7 +89,7 @@ def rows(n: int) -> list[dict[str, Any]]:
     return [{"id": f"doc{i}", "content": f"document number {i} about subject {i % 7}"} for i in range(n)]
 
 
-def gated_kb(client: httpx.Client, stub: EmbeddingStub, name: str = "kb") -> None:
+def gated_kb(client: httpx.Client, stub: OpenAIStub, name: str = "kb") -> None:
     model = {
         "provider": "openai",
         "model_name": "stub",
@@ -152,7 +151,7 @@ def test_sigterm_ends_a_job_stream_hands_the_job_back_and_it_resumes(tmp_path: P
         with serve(tmp_path, port, log, AGENTKB_SHUTDOWN_GRACE_S=str(grace_s)) as proc:
             gated_kb(client, stub)
             job_id = queue_job(client)
-            assert stub.held.wait(60), "the job never asked for embeddings"
+            assert stub.wait_held(60), "the job never asked for embeddings"
             follower = EventFollower(f"{base}{P}/knowledge_bases/kb/jobs/{job_id}/events")
             follower.start()
             deadline = time.monotonic() + 30
@@ -179,7 +178,7 @@ def test_sigterm_ends_a_job_stream_hands_the_job_back_and_it_resumes(tmp_path: P
         assert last["state"] == "queued" and last["worker"] is None and last["attempts"] == 0, last
         assert all(e["state"] == "running" for e in follower.events[:-1]), follower.events
 
-        stub.gate.set()  # the restarted server's embeddings are answered at once
+        stub.open()  # the restarted server's embeddings are answered at once
         with serve(tmp_path, port, log):
             job = wait_for_state(client, job_id, {"succeeded", "failed", "cancelled"})
             kb = client.get(f"{P}/knowledge_bases/kb").json()
@@ -209,7 +208,7 @@ def test_a_second_signal_exits_at_once(tmp_path: Path) -> None:
                 )
 
         threading.Thread(target=insert, daemon=True).start()
-        assert stub.held.wait(60), "the insert never asked for embeddings"
+        assert stub.wait_held(60), "the insert never asked for embeddings"
         proc.send_signal(signal.SIGTERM)
         with pytest.raises(subprocess.TimeoutExpired):  # the first signal waits for the insert
             proc.wait(timeout=2)
@@ -237,7 +236,7 @@ def test_worker_sigterm_hands_its_job_back(tmp_path: Path) -> None:
         job_id = queue_job(client)
         worker = _start(["worker", "--data-dir", str(tmp_path)], tmp_path / "worker.log", _env(**env))
         try:
-            assert stub.held.wait(90), "the worker never ran the job"
+            assert stub.wait_held(90), "the worker never ran the job"
             assert wait_for_state(client, job_id, {"running"})["attempts"] == 1
             signalled = time.monotonic()
             worker.send_signal(signal.SIGTERM)
@@ -251,7 +250,7 @@ def test_worker_sigterm_hands_its_job_back(tmp_path: Path) -> None:
         job = client.get(f"{P}/knowledge_bases/kb/jobs/{job_id}").json()
         assert job["state"] == "queued" and job["worker"] is None and job["attempts"] == 0, job
 
-        stub.gate.set()
+        stub.open()
         worker = _start(["worker", "--data-dir", str(tmp_path)], tmp_path / "worker.log", _env(**env))
         try:
             job = wait_for_state(client, job_id, {"succeeded", "failed", "cancelled"})
@@ -269,13 +268,13 @@ def test_shutdown_ends_an_agent_stream_with_an_error_and_end(settings: Any) -> N
     class Graceful(ServedApp):
         def __init__(self, settings: Any) -> None:
             super().__init__(settings)
-            app = self.server.config.app
-            self.server = GracefulServer(self.server.config, app.state.shutdown, grace_s=10)
-            self.thread = threading.Thread(target=self.server.run, daemon=True)
+            config = self.uvicorn.server.config
+            self.uvicorn.server = GracefulServer(config, config.app.state.shutdown, grace_s=10)
+            self.uvicorn.thread = threading.Thread(target=self.uvicorn.server.run, daemon=True)
 
     app_settings = settings.model_copy(update={"worker_enabled": False})
     with (
-        LLMStub() as llm,
+        OpenAIStub() as llm,
         Graceful(app_settings) as served,
         httpx.Client(base_url=served.url, timeout=30) as c,
     ):
@@ -293,11 +292,11 @@ def test_shutdown_ends_an_agent_stream_with_an_error_and_end(settings: Any) -> N
                 assert time.monotonic() < deadline
                 time.sleep(0.05)
             stopped = time.monotonic()
-            served.server.should_exit = True
+            served.uvicorn.server.should_exit = True
             rest = [json.loads(line.removeprefix("data: ")) for line in lines]
             ended_s = time.monotonic() - stopped
-        served.thread.join(timeout=30)
-        assert not served.thread.is_alive()
+        served.uvicorn.thread.join(timeout=30)
+        assert not served.uvicorn.thread.is_alive()
     print(f"agent stream ended {ended_s:.2f} s after the shutdown began")
     assert rest == [
         {

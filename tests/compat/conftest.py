@@ -3,7 +3,8 @@
 MindsDB's HTTP tests get a fresh app per module (`tests/unit/api/http/conftest.py`: a module-scoped app on a
 new sqlite store) and its executor tests a fresh store per test. Here every test module gets its own agentkb,
 served over real HTTP on its own PostgreSQL database (in the suite's embedded server) and data directory;
-the executor-test modules also call `MindsDB.reset()` before each test.
+the executor-test modules also call `MindsDB.reset()` before each test. The postgres data sources the tests
+register are scratch databases in that same embedded server (`mdb.SCRATCH`), dropped at the end.
 """
 
 from __future__ import annotations
@@ -21,19 +22,16 @@ import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
-from tests.compat.mdb import SCRATCH_DATABASES, MindsDB, MindsDBEmbeddings, MindsDBLLM
+from tests.compat.mdb import SCRATCH, MindsDB, MindsDBEmbeddings, MindsDBLLM
 from tests.conftest import ServedApp
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _drop_scratch_databases() -> Iterator[None]:
-    """The source databases `postgres_tables` made on the PostgreSQL at 127.0.0.1:5432."""
+def _scratch_databases(pg_url: str, pg_source: dict[str, Any]) -> Iterator[None]:
+    """`postgres_tables` makes its source databases in the embedded PostgreSQL; dropped at the end."""
+    SCRATCH.open(pg_url, pg_source)
     yield
-    if SCRATCH_DATABASES:
-        with psycopg.connect("postgresql://postgres@127.0.0.1:5432/test", autocommit=True) as conn:
-            for name in SCRATCH_DATABASES:
-                with contextlib.suppress(psycopg.Error):
-                    conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    SCRATCH.close()
 
 
 @pytest.fixture(scope="session")

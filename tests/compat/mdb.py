@@ -7,36 +7,39 @@ embedder (`LLMClient`) and the LLM (`openai.OpenAI`). Here:
   DataFrame for a table answer, `None` otherwise; an error answer raises `SQLError` (a `ValueError`, as
   MindsDB's executor errors are, so `pytest.raises(ValueError)` keeps its meaning).
 - `MindsDBEmbeddings` serves MindsDB's own mock embedding function (`dummy_embeddings`, copied from
-  `tests/unit/executor/test_knowledge_base.py` @v26.1.0) as an OpenAI-compatible `/v1/embeddings` server, so
+  `tests/unit/executor/test_knowledge_base.py` @v26.1.0) from the OpenAI stub's `/v1/embeddings`, so
   the tests' expectations about which rows are "similar" hold unchanged. `set_embedding(dimension, base)`
   is MindsDB's `set_embedding(mock, dimension, base)`.
 - `save_file` uploads a DataFrame through `PUT /api/files/{name}` (MindsDB writes parquet straight into its
   file store; agentkb does not read parquet, so the rows travel as a JSON array, which keeps their types).
 - `set_handler` stands in for MindsDB's mocked postgres handler: the DataFrames become real tables in a
-  scratch database on the PostgreSQL at 127.0.0.1:5432 (the one the rest of the suite uses), registered
-  with `CREATE DATABASE <name> WITH ENGINE = 'postgres'`.
+  scratch database in the suite's embedded PostgreSQL (`pg_url`; `SCRATCH` is set up and its databases
+  dropped by tests/compat/conftest.py), registered with `CREATE DATABASE <name> WITH ENGINE = 'postgres'`
+  and the embedded server's parameters (`pg_source`'s: its Unix-socket directory, port and user).
 - `agent_calls(stub)` is MindsDB's `mock_openai.agent_calls`: per LLM request, the text the agent sent
   that the previous request did not carry (request 0: the whole prompt; later: the tool observations).
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import re
+import threading
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import httpx
 import numpy as np
 import pandas as pd
+import psycopg
 
-from tests.compat.stubs import EmbeddingStub, LLMStub, Reply, Scripted, text
+from tests.compat.stubs import OpenAIStub, Reply, text
 
 P = "/api/projects/mindsdb"
-SOURCE_PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres", "password": ""}
-SCRATCH_DATABASES: list[str] = []  # dropped at the end of the session (tests/compat/conftest.py)
 
 
 # --- MindsDB's mock embedder -----------------------------------------------------------------------------
@@ -73,11 +76,11 @@ def dummy_embeddings(string: str, dimension: int | None = None, base: int | None
     return embeds
 
 
-class MindsDBEmbeddings(EmbeddingStub):
-    """An OpenAI-compatible `/v1/embeddings` server answering with `dummy_embeddings`."""
+class MindsDBEmbeddings(OpenAIStub):
+    """The OpenAI stub, its `/v1/embeddings` answering with `dummy_embeddings`."""
 
     def __init__(self) -> None:
-        super().__init__(dim=25**2)
+        super().__init__(self._embed, dim=25**2, in_order=True)
         self.dimension: int | None = None
         self.base: int | None = None
 
@@ -85,24 +88,10 @@ class MindsDBEmbeddings(EmbeddingStub):
         """MindsDB's `set_embedding(mock_embedding, dimension, base)`."""
         self.dimension, self.base = dimension, base
 
-    def respond(self, body: Any) -> Scripted:
-        with self.lock:
-            scripted = self.queue.pop(0) if self.queue else None
-        if scripted is not None:
-            return scripted
-        if not isinstance(body, dict) or not isinstance(body.get("input"), list):
-            return Scripted(400, {"error": {"message": "'input' must be a list", "type": "invalid_request"}})
-        data = [
-            {
-                "object": "embedding",
-                "index": i,
-                "embedding": dummy_embeddings(str(t), self.dimension, self.base),
-            }
-            for i, t in enumerate(body["input"])
-        ]
-        return Scripted(200, {"object": "list", "data": data, "model": body.get("model")})
+    def _embed(self, texts: list[str]) -> list[list[float]]:
+        return [dummy_embeddings(t, self.dimension, self.base) for t in texts]
 
-    def model(self, **fields: Any) -> dict[str, Any]:
+    def mindsdb_model(self, **fields: Any) -> dict[str, Any]:
         """The embedding model MindsDB's tests pass (`openai`, `dummy_model`, `dummy_key`), pointed here."""
         config = {"provider": "openai", "model_name": "dummy_model", "api_key": "dummy_key"}
         config.update(fields)
@@ -194,16 +183,51 @@ class MindsDB:
                 c.delete(f"/api/projects/{database['name']}")
 
 
-def postgres_tables(tables: Mapping[str, pd.DataFrame], schema: str | None = None) -> dict[str, Any]:
-    """A new scratch database on the PostgreSQL at 127.0.0.1:5432 holding the DataFrames as tables (in `schema`,
-    default `public`); returns MindsDB-style connection parameters for it."""
-    import psycopg
+class ScratchServer:
+    """Where `postgres_tables` makes its databases: the suite's embedded PostgreSQL. `open(pg_url, source)`
+    (tests/compat/conftest.py, once per session) gives its admin URL and the data-source parameters that reach
+    it (`pg_source` without its database); `close()` drops every database made."""
 
-    database = f"compat_src_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/test", autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {database}")
-    SCRATCH_DATABASES.append(database)
-    with psycopg.connect(f"postgresql://postgres@127.0.0.1:5432/{database}", autocommit=True) as conn:
+    def __init__(self) -> None:
+        self.url = ""
+        self.source: dict[str, Any] = {}
+        self.databases: list[str] = []
+
+    def open(self, url: str, source: Mapping[str, Any]) -> None:
+        self.url = url
+        self.source = {k: v for k, v in source.items() if k != "database"}
+
+    def connect(self, database: str | None = None) -> psycopg.Connection[Any]:
+        assert self.url, "no scratch PostgreSQL: tests/compat/conftest.py sets it up"
+        if database is None:
+            return psycopg.connect(self.url, autocommit=True)
+        return psycopg.connect(self.url, dbname=database, autocommit=True)
+
+    def create(self) -> str:
+        database = f"compat_src_{uuid.uuid4().hex[:8]}"
+        with self.connect() as conn:
+            conn.execute(f"CREATE DATABASE {database}")
+        self.databases.append(database)
+        return database
+
+    def close(self) -> None:
+        if not self.databases:
+            return
+        with self.connect() as conn:
+            for name in self.databases:
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        self.databases.clear()
+
+
+SCRATCH = ScratchServer()
+
+
+def postgres_tables(tables: Mapping[str, pd.DataFrame], schema: str | None = None) -> dict[str, Any]:
+    """A new scratch database in the suite's embedded PostgreSQL holding the DataFrames as tables (in
+    `schema`, default `public`); returns MindsDB-style connection parameters for it."""
+    database = SCRATCH.create()
+    with SCRATCH.connect(database) as conn:
         target = schema or "public"
         conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{target}"')
         for table, df in tables.items():
@@ -215,7 +239,7 @@ def postgres_tables(tables: Mapping[str, pd.DataFrame], schema: str | None = Non
                     f'INSERT INTO "{target}"."{table}" VALUES ({marks})',
                     [tuple(_plain(v) for v in row) for row in df.itertuples(index=False)],
                 )
-    params: dict[str, Any] = {**SOURCE_PG, "database": database}
+    params: dict[str, Any] = {**SCRATCH.source, "database": database}
     if schema is not None:
         params["schema"] = schema
     return params
@@ -251,31 +275,46 @@ def rerank_prompt(body: Mapping[str, Any]) -> tuple[str, list[str]] | None:
     return query.group(1), passages
 
 
-class MindsDBLLM(LLMStub):
-    """The scripted LLM; while `get_scores` is set, reranking requests are answered with
-    `{"scores": get_scores(query, docs)}`: MindsDB's `patch("...BaseLLMReranker.get_scores")`. `scores_calls`
-    records (query, docs) per reranking request (MindsDB's `mock_get_scores.call_args_list`)."""
+NO_REPLY = "(the stub has no scripted reply)"
+
+
+class MindsDBLLM(OpenAIStub):
+    """The OpenAI stub as the scripted LLM: `script(...)` queues replies (`Reply` only), answered in order,
+    then `NO_REPLY`. While `get_scores` is set, reranking requests are answered with
+    `{"scores": get_scores(query, docs)}` ahead of the queue: MindsDB's
+    `patch("...BaseLLMReranker.get_scores")`. `scores_calls` records (query, docs) per reranking request
+    (MindsDB's `mock_get_scores.call_args_list`)."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(chat_script=self._answer, chat_answer=NO_REPLY)
         self.get_scores: Callable[[str, list[str]], Sequence[float]] | None = None
         self.scores_calls: list[tuple[str, list[str]]] = []
+        # the replies wait here, not in the stub's own queue, which it would serve before `_answer`
+        self._replies: deque[Reply] = deque()
+        self._replies_lock = threading.Lock()
+
+    def script(self, *replies: Reply) -> None:  # type: ignore[override]
+        """Replace the queue of replies, and forget the requests recorded so far."""
+        super().script()
+        with self._replies_lock:
+            self._replies = deque(replies)
 
     def reset(self) -> None:
-        self.script()
+        super().reset()
+        with self._replies_lock:
+            self._replies.clear()
         self.get_scores = None
         self.scores_calls = []
 
-    def _next(self) -> Reply:
-        with self._lock:
-            body = self.requests[-1].body if self.requests else {}
+    def _answer(self, body: dict[str, Any]) -> Reply:
         scorer = self.get_scores
         if scorer is not None:
             parsed = rerank_prompt(body)
             if parsed is not None:
                 self.scores_calls.append(parsed)
                 return text(json.dumps({"scores": [float(s) for s in scorer(*parsed)]}))
-        return super()._next()
+        with self._replies_lock:
+            return self._replies.popleft() if self._replies else text(NO_REPLY)
 
 
 # --- the LLM's view of an agent run ------------------------------------------------------------------------
@@ -288,12 +327,14 @@ def _content(message: Mapping[str, Any]) -> str:
     return "" if content is None else str(content)
 
 
-def agent_calls(stub: LLMStub) -> list[str]:
-    """MindsDB's `mock_openai.agent_calls` (tests/unit/executor/test_agent.py @v25.14.1): for each request
+def agent_calls(stub: OpenAIStub) -> list[str]:
+    """MindsDB's `mock_openai.agent_calls` (tests/unit/executor/test_agent.py @v25.14.1): for each chat request
     the LLM received, the text of the messages it had not seen in the request before (not its own replies)."""
     calls: list[str] = []
     seen = 0
     for request in stub.requests:
+        if not request.path.endswith("/chat/completions"):
+            continue
         messages = request.messages
         new: Iterable[Mapping[str, Any]] = messages[seen:] if seen <= len(messages) else messages
         calls.append("\n".join(_content(m) for m in new if m.get("role") != "assistant"))

@@ -1,11 +1,7 @@
-"""The scripted OpenAI-compatible test servers, imported from one place.
-
-The two stub modules are being merged into one; when that lands, only the imports below change.
-"""
+"""The scripted OpenAI-compatible test server (`tests/openai_stub.py`), imported from one place."""
 
 from __future__ import annotations
 
-from tests.agents.llm_stub import LLMStub, Recorded, Reply, error, text, tool_call
-from tests.embedding_stub import EmbeddingStub, Scripted
+from tests.openai_stub import OpenAIStub, Recorded, Reply, Scripted, error, text, tool_call
 
-__all__ = ["EmbeddingStub", "LLMStub", "Recorded", "Reply", "Scripted", "error", "text", "tool_call"]
+__all__ = ["OpenAIStub", "Recorded", "Reply", "Scripted", "error", "text", "tool_call"]

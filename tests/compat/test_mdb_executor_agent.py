@@ -106,7 +106,7 @@ class TestAgent:
 
     def embedding_model(self, **fields: Any) -> str:
         # MindsDB: {"provider": "bedrock", "model_name": "titan"} with LLMClient patched
-        return json.dumps(self.embeddings.model(**fields))
+        return json.dumps(self.embeddings.mindsdb_model(**fields))
 
     # --------------------------------------------------------------------------------------------------
 

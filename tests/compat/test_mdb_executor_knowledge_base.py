@@ -92,7 +92,7 @@ class BaseTestKB:
             }
         # adaptation: MindsDB patches LLMClient, so the named provider never runs; here the model is served
         # by MindsDBEmbeddings (OpenAI-compatible), keeping the test's model_name and api_key
-        embedding_model = self.embeddings.model(
+        embedding_model = self.embeddings.mindsdb_model(
             **{k: v for k, v in embedding_model.items() if k not in ("provider", "base_url")}
         )
 
@@ -905,7 +905,9 @@ class TestKBSelectAndParams(BaseTestKB):
         self.llm.get_scores = lambda query, docs: [0.8 for _ in docs]
 
         defaults = {
-            "default_embedding_model": self.embeddings.model(model_name="dummy_model", api_key="dummy_key"),
+            "default_embedding_model": self.embeddings.mindsdb_model(
+                model_name="dummy_model", api_key="dummy_key"
+            ),
             "default_reranking_model": self.reranker(model_name="openai_model", api_key="openai_key"),
         }
         with fresh_app(**defaults) as app, httpx.Client(base_url=app.url, timeout=120) as client:

@@ -141,7 +141,9 @@ class TestLowercase:
     @pytest.mark.xfail(strict=True, reason=CASE.format(kind="KNOWLEDGE BASE"))
     def test_knowledgebase_name_lowercase(self) -> None:
         """Origin: test_knowledgebase_name_lowercase (MindsDB @v26.1.0)."""
-        embedding_model = json.dumps(self.embeddings.model(model_name="dummy_model", api_key="dummy_key"))
+        embedding_model = json.dumps(
+            self.embeddings.mindsdb_model(model_name="dummy_model", api_key="dummy_key")
+        )
         kb_params = f"""
             using embedding_model = {embedding_model}
         """

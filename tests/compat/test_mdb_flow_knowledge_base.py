@@ -6,8 +6,9 @@ MindsDB runs it against a live server through `mindsdb_sdk`, with OpenAI embeddi
 - `mindsdb_sdk` (3.5.0) talks to this module's agentkb, as in MindsDB's test (`con.query(sql).fetch()`);
 - the embedding model is MindsDB's dummy embedder served over HTTP, and the reranking model (MindsDB: `gpt-4`)
   is the scripted LLM scoring a passage 0.9 when it contains the searched word, else 0.1;
-- `example_db` is a postgres data source on 127.0.0.1 whose `demo.crm_demo` holds 40 synthetic support
-  messages (pk, message_body, status, category) shaped like the demo table;
+- `example_db` is a postgres data source (a scratch database in the suite's embedded PostgreSQL) whose
+  `demo.crm_demo` holds 40 synthetic support messages (pk, message_body, status, category) shaped like the
+  demo table;
 - the test is split at its own section comments; every part after "test data ingestion" loads the 30 rows
   with a plain `INSERT … SELECT` (the partitioned insert is the first part's subject), and the parts after
   "insert values" also insert those values first, so each part shows its own gap.
@@ -136,7 +137,7 @@ class TestKB:
 
     def _create(self) -> None:
         # MindsDB: text-embedding-ada-002 (1536 dimensions); the dummy embedder's vectors have 625
-        embedding_model = self.embeddings.model(model_name="dummy_model", api_key="sk-...")
+        embedding_model = self.embeddings.mindsdb_model(model_name="dummy_model", api_key="sk-...")
         reranking_model = {"provider": "openai", "model_name": "gpt-4", "api_key": "sk-...",
                            "base_url": self.llm.base_url}  # fmt: skip
         self.create_kb(

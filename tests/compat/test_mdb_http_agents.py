@@ -5,8 +5,8 @@ HTTP to an agentkb of this module's own (tests/compat/conftest.py), in file orde
 
 Adaptations:
 - `create_demo_db` registers MindsDB's `example_db` (samples.mindsdb.com); here `example_db` is a postgres
-  data source on 127.0.0.1 holding the tables the tests name. `create_dummy_ml` and the `test_model` model
-  are not ported (agentkb has no models).
+  data source (a scratch database in the suite's embedded PostgreSQL) holding the tables the tests name.
+  `create_dummy_ml` and the `test_model` model are not ported (agentkb has no models).
 - `check_agent_data` is patched in MindsDB (no check that `example_db.customers` or `example_kb` exist); here
   they exist. `check_agent_llm` is patched (no LLM call on create); agentkb makes none.
 - `PydanticAIAgent` is patched to answer "beepboop"; here the scripted LLM answers it.
@@ -30,7 +30,7 @@ ORIGIN = "MindsDB tests/unit/api/http/agents_test.py @v26.1.0"
 
 
 def create_demo_db(client: httpx.Client) -> None:
-    """MindsDB's conftest.create_demo_db, with the demo tables on 127.0.0.1."""
+    """MindsDB's conftest.create_demo_db, with the demo tables in the embedded PostgreSQL."""
     tables = {
         "customers": pd.DataFrame([[1, "Ada", "ada@example.com"]], columns=["id", "name", "email"]),
         "orders": pd.DataFrame([[1, 1, 9.5]], columns=["id", "customer_id", "total"]),
@@ -54,7 +54,7 @@ def test_prepare(client: httpx.Client, mdb_embeddings: MindsDBEmbeddings) -> Non
     create_demo_db(client)
     r = client.post(
         "/api/projects/mindsdb/knowledge_bases",
-        json={"knowledge_base": {"name": "example_kb", "embedding_model": mdb_embeddings.model()}},
+        json={"knowledge_base": {"name": "example_kb", "embedding_model": mdb_embeddings.mindsdb_model()}},
     )
     assert r.status_code == HTTPStatus.CREATED, r.text
 

@@ -34,7 +34,9 @@ def test_update_kb_embeddings(client: httpx.Client, mdb_embeddings: MindsDBEmbed
                 "name": "test_kb",
                 "storage": {"database": "kb_vector_db", "table": "default_collection"},
                 "params": {
-                    "embedding_model": mdb_embeddings.model(model_name="dummy_model", api_key="embed-key-1"),
+                    "embedding_model": mdb_embeddings.mindsdb_model(
+                        model_name="dummy_model", api_key="embed-key-1"
+                    ),
                 },
             }
         },
