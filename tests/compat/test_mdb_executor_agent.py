@@ -45,10 +45,6 @@ FILES_TABLES = (
     "an agent's files.<name> tables are skipped when it runs (sql_db_list_tables: 'No tables found.'; no "
     "sql_db_schema/sql_db_query over uploaded files)"
 )
-AGENT_PARAMS = (
-    "information_schema.agents PARAMS is a JSON object without prompt_template/data (MindsDB 25.14: JSON text of "
-    "all the agent's params, prompt_template and data included)"
-)
 KB_INFO_TOOL = (
     "no kb_info_tool (MindsDB: '## Knowledge Base: …' with '### Schema Information' and '### Sample Data')"
 )
@@ -110,7 +106,6 @@ class TestAgent:
 
     # --------------------------------------------------------------------------------------------------
 
-    @pytest.mark.xfail(strict=True, reason=FLAT_PARAMS)
     def test_openai_provider(self) -> None:
         """Origin: test_openai_provider, first part (MindsDB test_agent.py @v25.14.1)."""
         agent_response = "how can I assist you today?"
@@ -199,10 +194,6 @@ class TestAgent:
 
         assert agent_response in ret.answer[0]
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason=AGENT_PARAMS,
-    )
     def test_agent_with_default_llm_params(self, fresh_app: Any) -> None:
         """Origin: test_agent_with_default_llm_params (MindsDB @v25.14.1). MindsDB patches `Config.get` for
         `default_llm`; agentkb's setting for it is `default_model`, so an agentkb is started with it (its
@@ -292,10 +283,6 @@ class TestAgent:
             assert self.llm.requests[-1].headers["host"].startswith("localhost")
             assert self.llm.requests[-1].body["model"] == "gpt-3.5-turbo"
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason=AGENT_PARAMS,
-    )
     def test_agent_minimal_syntax_with_default_llm(self, fresh_app: Any) -> None:
         """Origin: test_agent_minimal_syntax_with_default_llm (MindsDB @v25.14.1); `default_llm` as in
         test_agent_with_default_llm_params."""
@@ -345,7 +332,6 @@ class TestAgent:
             ret = self.run_sql("select * from minimal_syntax_agent where question = 'hi'")
             assert agent_response in ret.answer[0]
 
-    @pytest.mark.xfail(strict=True, reason=FLAT_PARAMS)
     def test_agent_stream(self) -> None:
         """Origin: test_agent_stream (MindsDB @v25.14.1). MindsDB iterates
         `agents_controller.get_completion(agent, messages, stream=True)` in process; here the same messages go
@@ -390,7 +376,6 @@ class TestAgent:
         with pytest.raises(SQLError):  # MindsDB: ExecutorException
             self.run_sql("drop agent my_agent")
 
-    @pytest.mark.xfail(strict=True, reason=FLAT_PARAMS)
     def test_agent_default_prompt_template(self) -> None:
         """Origin: test_agent_default_prompt_template (MindsDB @v25.14.1)."""
         agent_response = "default prompt template response"

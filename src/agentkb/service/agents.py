@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
-from agentkb.errors import BadRequest, Conflict, agent_not_found, project_not_found
+from agentkb.errors import BadRequest, Conflict, NotFound, agent_not_found, project_not_found
 from agentkb.service import projects
 from agentkb.storage import agents as repo
 from agentkb.storage.agents import AgentRow
@@ -81,6 +81,11 @@ def build_model(given: AgentInput, default: dict[str, Any]) -> dict[str, Any] | 
         )
     if provider is None:
         out["provider"] = provider = _infer_provider(model_name, default)
+    if provider == "mindsdb":  # a MindsDB model: agentkb has none, so it cannot exist (MindsDB's 404)
+        raise NotFound(
+            f'The model "{model_name}" does not exist. Please ensure that the name is correct and try again.',
+            title="Resource not found",
+        )
     if provider not in PROVIDERS:
         raise BadRequest(
             f"'model.provider' {provider!r} is not supported; use one of: {', '.join(PROVIDERS)}",
@@ -165,7 +170,11 @@ class AgentService:
 
     async def create(self, project_name: str, given: AgentInput) -> AgentRow:
         name = check_name(given.name, "name")
-        model = build_model(given, self.default_model) or dict(self.default_model)
+        # Without a model, the default's name is recorded; its key and other settings apply at run time
+        # (`credentials.llm_config`), so a changed default reaches the agent and its key stays out of records.
+        model = build_model(given, self.default_model) or {
+            k: self.default_model[k] for k in ("provider", "model_name") if k in self.default_model
+        }
         prompt = _prompt(given)
         params = _params(given)
         try:

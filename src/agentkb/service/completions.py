@@ -8,7 +8,8 @@ when the run ends, however it ends: completed, error, timeout or cancelled (the 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
@@ -20,6 +21,7 @@ from agentkb.agents.providers import provider_name
 from agentkb.agents.run import run_agent
 from agentkb.agents.tools import AgentTools
 from agentkb.agents.trace import RunTrace, public_model
+from agentkb.credentials import llm_config
 from agentkb.errors import BadRequest, NotFound, UpstreamError
 from agentkb.service.agents import AgentService
 from agentkb.service.data_sources import DataSourceService
@@ -44,7 +46,30 @@ ERROR_TITLES = {
 }
 
 
-def _number(params: dict[str, Any], key: str, default: float, *, minimum: float) -> float:
+class AgentRunError(UpstreamError):
+    """A run that ended in an error event; `error_type` says which kind (timeout, authentication, ...)."""
+
+    def __init__(self, detail: str, error_type: str) -> None:
+        super().__init__(detail, title=ERROR_TITLES.get(error_type, "Agent failed"))
+        self.error_type = error_type
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """Per-query overrides of an agent's settings (`SELECT ... FROM <agent> ... USING ...`); None: the agent's."""
+
+    timeout: Any = None
+    max_iterations: Any = None
+    prompt_template: str | None = None
+    model: Mapping[str, Any] | None = None
+    columns: tuple[str, ...] = ()  # asked of the model as structured output rows (SQL select targets)
+
+    def settings(self, agent_params: Mapping[str, Any]) -> dict[str, Any]:
+        given = {"timeout": self.timeout, "max_iterations": self.max_iterations}
+        return {**agent_params, **{k: v for k, v in given.items() if v is not None}}
+
+
+def _number(params: Mapping[str, Any], key: str, default: float, *, minimum: float) -> float:
     value = params.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int | float) or value < minimum:
         raise BadRequest(f"Agent parameter '{key}' must be a number >= {minimum:g}", title="Invalid agent")
@@ -70,20 +95,35 @@ class CompletionService:
         self.settings = settings
         self.http_client = http_client
 
-    async def stream(self, project: str, agent_name: str, messages: Any) -> AsyncIterator[Event]:
+    async def stream(
+        self, project: str, agent_name: str, messages: Any, options: RunOptions | None = None
+    ) -> AsyncIterator[Event]:
         """Check the request, then return the run's events (Start ... End). 404/400 are raised here."""
         parse_messages(messages)
         agent, project_name = await self._agent(project, agent_name)
-        provider_name(agent.model)
-        timeout_s = _number(agent.params, "timeout", self.settings.agent_timeout_s, minimum=0.001)
-        max_steps = int(_number(agent.params, "max_iterations", DEFAULT_MAX_STEPS, minimum=1))
+        options = options or RunOptions()
+        timeout_s = self.timeout_s(agent.params, options)
+        max_steps = int(
+            _number(options.settings(agent.params), "max_iterations", DEFAULT_MAX_STEPS, minimum=1)
+        )
+        model = llm_config(agent.model, agent.params, self.settings.default_model, options.model)
+        provider_name(model)
+        prompt = options.prompt_template if options.prompt_template is not None else agent.prompt_template
+        agent = replace(agent, model=model, prompt_template=prompt)
         return self._run(agent, project_name, messages, timeout_s, max_steps)
 
-    async def complete(self, project: str, agent_name: str, messages: Any) -> dict[str, Any]:
+    def timeout_s(self, agent_params: Mapping[str, Any], options: RunOptions | None = None) -> float:
+        """The run's deadline: the query's `timeout`, else the agent's, else the server's default."""
+        settings = (options or RunOptions()).settings(agent_params)
+        return _number(settings, "timeout", self.settings.agent_timeout_s, minimum=0.001)
+
+    async def complete(
+        self, project: str, agent_name: str, messages: Any, options: RunOptions | None = None
+    ) -> dict[str, Any]:
         """MindsDB's `{"message": {"role", "content", "trace_id", ...}}`; a failed run is a 502."""
         output: Output | None = None
         error: Error | None = None
-        events = await self.stream(project, agent_name, messages)
+        events = await self.stream(project, agent_name, messages, options)
         async for event in events:
             if isinstance(event, Output):
                 output = event
@@ -92,7 +132,7 @@ class CompletionService:
         if error is not None or output is None:
             if error is None:
                 raise UpstreamError("The agent produced no answer", title="Agent failed")
-            raise UpstreamError(error.content, title=ERROR_TITLES.get(error.error_type, "Agent failed"))
+            raise AgentRunError(error.content, error.error_type)
         return {
             "message": {
                 "role": "assistant",

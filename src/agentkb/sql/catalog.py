@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -26,7 +27,10 @@ KB_COLUMNS = [
     "ID_COLUMN",
     "PARAMS",
 ]
-AGENT_COLUMNS = ["NAME", "PROJECT", "MODEL_NAME", "PROVIDER", "DATA", "PROMPT_TEMPLATE", "PARAMS"]
+# MindsDB 26.1's NAME, PROJECT, MODEL, PARAMS (MODEL and PARAMS as JSON text; PARAMS holds everything but
+# the model, prompt_template and data included, as MindsDB stores them), then agentkb's MODEL_NAME (MindsDB
+# 25.14's), PROVIDER, DATA and PROMPT_TEMPLATE.
+AGENT_COLUMNS = ["NAME", "PROJECT", "MODEL", "PARAMS", "MODEL_NAME", "PROVIDER", "DATA", "PROMPT_TEMPLATE"]
 
 
 def like(value: Any, pattern: str) -> bool:
@@ -120,15 +124,26 @@ def kb_row(kb: Any) -> dict[str, Any]:
     }
 
 
+def _masked(values: dict[str, Any]) -> dict[str, Any]:
+    """Credentials (`api_key`, `openai_api_key`, ...) shown as MindsDB masks them in records."""
+    return {k: ("******" if k.endswith(("api_key", "private_key")) and v else v) for k, v in values.items()}
+
+
 def agent_row(agent: Any, project: str) -> dict[str, Any]:
+    params = dict(agent.params)
+    if agent.prompt_template is not None:
+        params["prompt_template"] = agent.prompt_template
+    if any(agent.data.values()):
+        params["data"] = agent.data
     return {
         "NAME": agent.name,
         "PROJECT": project,
+        "MODEL": json.dumps(_masked(agent.model)),
+        "PARAMS": json.dumps(_masked(params)),
         "MODEL_NAME": agent.model.get("model_name"),
         "PROVIDER": agent.model.get("provider"),
         "DATA": agent.data,
         "PROMPT_TEMPLATE": agent.prompt_template,
-        "PARAMS": agent.params,
     }
 
 
