@@ -800,11 +800,6 @@ class TestAgent:
         assert "Moon" in calls[3]
         assert "Moon" in calls[4]
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="SELECT … FROM <agent> WHERE question = '…' USING timeout = n is accepted but the per-query "
-        "timeout is ignored (MindsDB 25.14 runs the agent under it and answers its timeout message)",
-    )
     def test_agent_query_param_override(self) -> None:
         """Origin: test_agent_query_param_override (MindsDB @v25.14.1). MindsDB patches `run_agent` and checks
         that it received timeout=5; here the LLM answers after 8 s, so the per-query timeout of 5 s must cut
