@@ -372,5 +372,6 @@ async def run_agent(
             yield event
     finally:
         await _stop(task)
+        tools.close()
         trace.finish("cancelled", error="The run was cancelled before it finished (the client went away)")
     yield End()

@@ -25,8 +25,9 @@ from agentkb.validation import (
 
 PROVIDERS = ("extractive", "openai", "anthropic", "google", "ollama")
 _PART = IDENTIFIER.pattern.strip("^$")
-_KB_REF = re.compile(rf"^(?:({_PART})\.)?({_PART}|\*)$")
-_TABLE_REF = re.compile(rf"^{_PART}(?:\.{_PART})?\.(?:{_PART}|\*)$")
+_NAME_PATTERN = r"[A-Za-z0-9_*?]*[*?][A-Za-z0-9_*?]*"  # MindsDB matches data names with fnmatch: kb_show*
+_KB_REF = re.compile(rf"^(?:({_PART})\.)?({_PART}|{_NAME_PATTERN})$")
+_TABLE_REF = re.compile(rf"^{_PART}(?:\.{_PART})?\.(?:{_PART}|{_NAME_PATTERN})$")
 _PROVIDER_BY_PREFIX = (
     ("gpt", "openai"),
     ("o1", "openai"),
@@ -108,7 +109,8 @@ def build_data(data: Any, project: Project) -> dict[str, list[str]]:
         match = _KB_REF.match(entry)
         if match is None:
             raise BadRequest(
-                f"'data.knowledge_bases' entry {entry!r} must be '<project>.<knowledge_base>' or '<project>.*'",
+                f"'data.knowledge_bases' entry {entry!r} must be '<project>.<knowledge_base>', "
+                "'<project>.*' or a name pattern such as 'kb_*'",
                 title="Invalid data",
             )
         full = entry if match.group(1) else f"{project.name}.{entry}"
@@ -118,7 +120,8 @@ def build_data(data: Any, project: Project) -> dict[str, list[str]]:
     for entry in check_str_list(data.get("tables") or [], "data.tables"):
         if _TABLE_REF.match(entry) is None:
             raise BadRequest(
-                f"'data.tables' entry {entry!r} must be '<data_source>.<table>' or '<data_source>.*'",
+                f"'data.tables' entry {entry!r} must be '<data_source>.<table>', '<data_source>.*' or a "
+                "name pattern such as 'files.sales_*'",
                 title="Invalid data",
             )
         if entry not in tables:

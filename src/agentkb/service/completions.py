@@ -25,6 +25,7 @@ from agentkb.credentials import llm_config
 from agentkb.errors import BadRequest, NotFound, UpstreamError
 from agentkb.service.agents import AgentService
 from agentkb.service.data_sources import DataSourceService
+from agentkb.service.files import FileService
 from agentkb.service.knowledge_bases import KnowledgeBaseService
 from agentkb.service.search import SearchService
 from agentkb.settings import Settings
@@ -86,6 +87,8 @@ class CompletionService:
         kb_service: KnowledgeBaseService,
         settings: Settings,
         http_client: httpx2.AsyncClient,
+        *,
+        files: FileService | None = None,
     ) -> None:
         self.db = db
         self.agents = agents
@@ -94,6 +97,7 @@ class CompletionService:
         self.kb_service = kb_service
         self.settings = settings
         self.http_client = http_client
+        self.files = files  # uploaded table files are the `files` data source of the agents' tools
 
     async def stream(
         self, project: str, agent_name: str, messages: Any, options: RunOptions | None = None
@@ -183,6 +187,7 @@ class CompletionService:
             search=self.search,
             data_sources=self.data_sources,
             kb_service=self.kb_service,
+            files=self.files,
         )
 
     async def _run(
