@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.openai_stub import OpenAIStub, text, tool_call
+from tests.openai_stub import OpenAIStub, Reply, text, tool_call
 
 P = "/api/projects/mindsdb"
 
@@ -208,3 +208,34 @@ def test_sql_agent_statements_and_query_options(client: httpx.Client, stub: Open
     assert missing["type"] == "error" and "WHERE question = '...'" in missing["error_message"]
     assert sql(client, f"ALTER AGENT nope_{unique} USING timeout = 1")["type"] == "error"
     assert sql(client, f"DROP AGENT {agent}")["type"] == "ok"
+
+
+def test_selected_columns_are_asked_as_rows(client: httpx.Client, stub: OpenAIStub, unique: str) -> None:
+    """MindsDB 26.1's select targets: columns beyond `answer` and the inputs come back as rows."""
+    agent = f"rows_agent_{unique}"
+    assert (
+        client.post(f"{P}/agents", json={"agent": {"name": agent, "model": stub.chat_model()}}).status_code
+        == 201
+    )
+    rows = [{"name": "Jupiter", "moons": 95}, {"name": "Saturn", "moons": 146, "extra": "ignored"}]
+    stub.script(Reply(tool_calls=(("final_result", {"rows": rows}),)))
+    got = table(client, f"SELECT name, moons AS n, question FROM {agent} WHERE question = 'gas giants?'")
+    assert got == [
+        {"name": "Jupiter", "n": 95, "question": "gas giants?"},
+        {"name": "Saturn", "n": 146, "question": "gas giants?"},
+    ]
+    offered = {t["function"]["name"]: t["function"] for t in stub.requests[-1].body["tools"]}
+    schema = json.dumps(offered["final_result"]["parameters"])
+    assert '"name"' in schema and '"moons"' in schema
+    assert "columns name, moons" in stub.requests[-1].messages[0]["content"]
+
+    # a plain-text answer fills `answer`; the other columns are NULL (MindsDB 26.1's text mode)
+    stub.script(text("Jupiter and Saturn"))
+    got = table(client, f"SELECT answer, name FROM {agent} WHERE question = 'gas giants?'")
+    assert got == [{"answer": "Jupiter and Saturn", "name": None}]
+
+    # the extractive model (no LLM) always answers in text
+    plain = f"plain_{unique}"
+    assert client.post(f"{P}/agents", json={"agent": {"name": plain}}).status_code == 201
+    (row,) = table(client, f"SELECT answer, name FROM {plain} WHERE question = 'anything?'")
+    assert row["name"] is None and isinstance(row["answer"], str) and row["answer"]

@@ -114,7 +114,7 @@ class CompletionService:
         provider_name(model)
         prompt = options.prompt_template if options.prompt_template is not None else agent.prompt_template
         agent = replace(agent, model=model, prompt_template=prompt)
-        return self._run(agent, project_name, messages, timeout_s, max_steps)
+        return self._run(agent, project_name, messages, timeout_s, max_steps, options.columns)
 
     def timeout_s(self, agent_params: Mapping[str, Any], options: RunOptions | None = None) -> float:
         """The run's deadline: the query's `timeout`, else the agent's, else the server's default."""
@@ -137,15 +137,16 @@ class CompletionService:
             if error is None:
                 raise UpstreamError("The agent produced no answer", title="Agent failed")
             raise AgentRunError(error.content, error.error_type)
-        return {
-            "message": {
-                "role": "assistant",
-                "content": output.answer,
-                "trace_id": output.trace_id,
-                "context": list(output.context),
-                "sources": list(output.sources),
-            }
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": output.answer,
+            "trace_id": output.trace_id,
+            "context": list(output.context),
+            "sources": list(output.sources),
         }
+        if output.rows is not None:  # asked for columns (RunOptions.columns): the answer as rows
+            message["rows"] = list(output.rows)
+        return {"message": message}
 
     async def trace(self, project: str, agent_name: str, trace_id: str) -> dict[str, Any]:
         agent, _ = await self._agent(project, agent_name)
@@ -191,7 +192,13 @@ class CompletionService:
         )
 
     async def _run(
-        self, agent: AgentRow, project_name: str, messages: Any, timeout_s: float, max_steps: int
+        self,
+        agent: AgentRow,
+        project_name: str,
+        messages: Any,
+        timeout_s: float,
+        max_steps: int,
+        columns: tuple[str, ...] = (),
     ) -> AsyncIterator[Event]:
         trace = RunTrace(
             agent.id, agent.project_id, parse_messages(messages).prompt, public_model(agent.model)
@@ -204,6 +211,7 @@ class CompletionService:
             max_steps=max_steps,
             http_client=self.http_client,
             trace=trace,
+            columns=columns,
         )
         stored = False
         try:

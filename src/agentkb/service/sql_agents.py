@@ -183,7 +183,8 @@ class AgentStatements:
         agent = await self.agents.get(project, name)  # 404 "Agent not found" when it is neither KB nor agent
         row = _where_row(select.where, name, project)
         targets = _targets(select, list(row))
-        structured = tuple(dict.fromkeys(c for c, _ in targets if c != ANSWER and c not in row))
+        wanted = tuple(dict.fromkeys(c for c, _ in targets if c not in row))
+        structured = wanted if set(wanted) - {ANSWER} else ()  # beyond `answer`: ask for rows
         options = _run_options(select.using, structured)
         message = {**row, "answer": None}
         try:
