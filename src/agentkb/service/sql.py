@@ -2,10 +2,9 @@
 
 Supported: SELECT over `information_schema.{databases,knowledge_bases,agents}`, over a knowledge base
 (the KB executor), over an agent (`WHERE question = ...`), and pushed down to one data source; SHOW
-DATABASES / KNOWLEDGE_BASES / AGENTS; CREATE/DROP KNOWLEDGE_BASE, AGENT, DATABASE, PROJECT; ALTER AGENT
-(agent statements: `sql_agents.py`); INSERT INTO
-<kb> SELECT ... / VALUES ...; DELETE FROM <kb> WHERE ...; USE <project>. Anything else is an error naming
-the statement.
+DATABASES / KNOWLEDGE_BASES / AGENTS; CREATE/DROP KNOWLEDGE_BASE, AGENT, DATABASE, PROJECT; ALTER AGENT;
+INSERT INTO <kb> SELECT ... / VALUES ...; DELETE FROM <kb> WHERE ...; USE <project>. Anything else is an
+error naming the statement. The agent statements live in `sql_agents.py`.
 """
 
 from __future__ import annotations
