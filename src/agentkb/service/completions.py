@@ -3,6 +3,7 @@
 Unknown projects and agents, and requests without a question, fail before anything is streamed (404 /
 400 problem+json; MindsDB's stream route answers 500 for an unknown project). Each run's trace is stored
 when the run ends, however it ends: completed, error, timeout or cancelled (the client went away).
+The agent's provider key is decrypted for the run only; error texts (events and traces) are masked.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from agentkb.agents.tools import AgentTools
 from agentkb.agents.trace import RunTrace, public_model
 from agentkb.credentials import llm_config
 from agentkb.errors import BadRequest, NotFound, UpstreamError
+from agentkb.secrecy import mask_secrets, mask_text, secret_values
 from agentkb.service.agents import AgentService
 from agentkb.service.data_sources import DataSourceService
 from agentkb.service.files import FileService
@@ -104,7 +106,9 @@ class CompletionService:
     ) -> AsyncIterator[Event]:
         """Check the request, then return the run's events (Start ... End). 404/400 are raised here."""
         parse_messages(messages)
-        agent, project_name = await self._agent(project, agent_name)
+        # the agent with its secrets decrypted: they are used for this run only
+        agent = await self.agents.get_for_run(project, agent_name)  # 404s for the project or the agent
+        project_name = project.lower()
         options = options or RunOptions()
         timeout_s = self.timeout_s(agent.params, options)
         max_steps = int(
@@ -149,7 +153,7 @@ class CompletionService:
         return {"message": message}
 
     async def trace(self, project: str, agent_name: str, trace_id: str) -> dict[str, Any]:
-        agent, _ = await self._agent(project, agent_name)
+        agent = await self.agents.get(project, agent_name)  # 404s for the project or the agent
         async with self.db.connect() as conn:
             row = await traces.get(conn, agent.id, trace_id)
         if row is None:
@@ -166,19 +170,15 @@ class CompletionService:
             "question": row["question"],
             "answer": row["answer"],
             "status": row["status"],
-            "error": row["error"],
+            "error": mask_text(row["error"]) if row["error"] else row["error"],
             "error_type": error_type,
-            "model": model,
+            "model": mask_secrets(model),
             "steps": row["steps"],
             "usage": usage,
             "started_at": optional_timestamp(started),
             "finished_at": optional_timestamp(finished),
             "duration_ms": round((finished - started).total_seconds() * 1000, 2) if finished else None,
         }
-
-    async def _agent(self, project: str, agent_name: str) -> tuple[AgentRow, str]:
-        agent = await self.agents.get(project, agent_name)  # 404s for the project or the agent
-        return agent, project.lower()
 
     def _tools(self, agent: AgentRow, project_name: str) -> AgentTools:
         return AgentTools(
@@ -218,16 +218,20 @@ class CompletionService:
             async for event in events:
                 if isinstance(event, End):  # stored before the end, so the trace is readable once it arrives
                     await events.aclose()
-                    await self._store(trace)
+                    await self._store(trace, agent)
                     stored = True
+                elif isinstance(event, Error):
+                    event = replace(event, content=mask_text(event.content, secret_values(agent.model)))
                 yield event
         finally:
             await events.aclose()  # cancels the run if the consumer left early
             if not stored:
-                await self._store(trace)
+                await self._store(trace, agent)
 
-    async def _store(self, trace: RunTrace) -> None:
+    async def _store(self, trace: RunTrace, agent: AgentRow) -> None:
         """Best effort, and shielded: a cancelled request still records its (cancelled) run."""
+        if trace.error is not None:
+            trace.error = mask_text(trace.error, secret_values(agent.model))
         with anyio.CancelScope(shield=True), anyio.move_on_after(STORE_GRACE_S):
             try:
                 async with self.db.transaction() as conn:

@@ -1,4 +1,6 @@
-"""`information_schema` tables and `SHOW ...` answers, with a small evaluator for their WHERE/LIKE."""
+"""`information_schema` tables and `SHOW ...` answers, with a small evaluator for their WHERE/LIKE.
+
+Every row is masked (`secrecy.mask_secrets`): no secret of a data source, knowledge base or agent is shown."""
 
 from __future__ import annotations
 
@@ -10,8 +12,7 @@ from typing import Any
 from mindsdb_sql_parser import ast
 
 from agentkb.errors import BadRequest
-from agentkb.sql.datasources import mask_parameters
-from agentkb.validation import mask_secrets
+from agentkb.secrecy import mask_secrets
 
 Rows = list[dict[str, Any]]
 
@@ -104,7 +105,7 @@ def database_rows(projects: list[str], sources: list[Any]) -> Rows:
     rows += [{"NAME": p, "TYPE": "project", "ENGINE": None, "CONNECTION_DATA": None} for p in projects]
     rows.append({"NAME": "files", "TYPE": "data", "ENGINE": "files", "CONNECTION_DATA": {}})  # uploaded files
     rows += [
-        {"NAME": s.name, "TYPE": "data", "ENGINE": s.engine, "CONNECTION_DATA": mask_parameters(s.parameters)}
+        {"NAME": s.name, "TYPE": "data", "ENGINE": s.engine, "CONNECTION_DATA": mask_secrets(s.parameters)}
         for s in sources
     ]
     return rows
@@ -120,13 +121,8 @@ def kb_row(kb: Any) -> dict[str, Any]:
         "METADATA_COLUMNS": kb.metadata_columns,
         "CONTENT_COLUMNS": kb.content_columns,
         "ID_COLUMN": kb.id_column,
-        "PARAMS": kb.params,
+        "PARAMS": mask_secrets(kb.params),
     }
-
-
-def _masked(values: dict[str, Any]) -> dict[str, Any]:
-    """Credentials (`api_key`, `openai_api_key`, ...) shown as MindsDB masks them in records."""
-    return {k: ("******" if k.endswith(("api_key", "private_key")) and v else v) for k, v in values.items()}
 
 
 def agent_row(agent: Any, project: str) -> dict[str, Any]:
@@ -138,8 +134,8 @@ def agent_row(agent: Any, project: str) -> dict[str, Any]:
     return {
         "NAME": agent.name,
         "PROJECT": project,
-        "MODEL": json.dumps(_masked(agent.model)),
-        "PARAMS": json.dumps(_masked(params)),
+        "MODEL": json.dumps(mask_secrets(agent.model)),
+        "PARAMS": json.dumps(mask_secrets(params)),
         "MODEL_NAME": agent.model.get("model_name"),
         "PROVIDER": agent.model.get("provider"),
         "DATA": agent.data,
