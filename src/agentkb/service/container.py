@@ -81,7 +81,7 @@ def build_services(
     ingest.document_sources["urls"] = UrlSource(settings.crawl_allow_private)
     projects = ProjectService(db, settings.default_project)
     completions = CompletionService(
-        db, agent_service, search, data_sources, kb_service, settings, http_client
+        db, agent_service, search, data_sources, kb_service, settings, http_client, files=files
     )
     return Services(
         settings=settings,

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 from mindsdb_sql_parser import ast
 
 from agentkb.errors import BadRequest, NotFound
-from agentkb.service.agents import AgentInput
 from agentkb.service.knowledge_bases import VECTOR_DATABASE
 from agentkb.sql import catalog, names
 from agentkb.timestamps import optional_timestamp
@@ -212,23 +211,6 @@ async def drop_database(svc: SQLService, statement: ast.DropDatabase, db: str, p
     except NotFound:
         if not statement.if_exists:
             raise
-    return _result("ok", affected_rows=1)
-
-
-async def update_agent(svc: SQLService, statement: ast.UpdateAgent, db: str, params: Any) -> Result:
-    """`UPDATE AGENT <name> SET model = …, prompt_template = …, <params>`: params are merged (MindsDB)."""
-    project, name = names.two_part(statement.name, db)
-    options = dict(statement.params or {})
-    model = options.pop("model", None)
-    given = AgentInput(
-        model=model if isinstance(model, dict) else None,
-        model_name=model if isinstance(model, str) else options.pop("model_name", None),
-        provider=options.pop("provider", None),
-        data=options.pop("data", None),
-        prompt_template=options.pop("prompt_template", None),
-        params=options or None,
-    )
-    await svc.agents.update(project, name, given)
     return _result("ok", affected_rows=1)
 
 

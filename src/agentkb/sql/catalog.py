@@ -5,6 +5,7 @@ Every row is masked (`secrecy.mask_secrets`): no secret of a data source, knowle
 from __future__ import annotations
 
 import fnmatch
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -27,7 +28,10 @@ KB_COLUMNS = [
     "ID_COLUMN",
     "PARAMS",
 ]
-AGENT_COLUMNS = ["NAME", "PROJECT", "MODEL_NAME", "PROVIDER", "DATA", "PROMPT_TEMPLATE", "PARAMS"]
+# MindsDB 26.1's NAME, PROJECT, MODEL, PARAMS (MODEL and PARAMS as JSON text; PARAMS holds everything but
+# the model, prompt_template and data included, as MindsDB stores them), then agentkb's MODEL_NAME (MindsDB
+# 25.14's), PROVIDER, DATA and PROMPT_TEMPLATE.
+AGENT_COLUMNS = ["NAME", "PROJECT", "MODEL", "PARAMS", "MODEL_NAME", "PROVIDER", "DATA", "PROMPT_TEMPLATE"]
 
 
 def like(value: Any, pattern: str) -> bool:
@@ -120,14 +124,20 @@ def kb_row(kb: Any) -> dict[str, Any]:
 
 
 def agent_row(agent: Any, project: str) -> dict[str, Any]:
+    params = dict(agent.params)
+    if agent.prompt_template is not None:
+        params["prompt_template"] = agent.prompt_template
+    if any(agent.data.values()):
+        params["data"] = agent.data
     return {
         "NAME": agent.name,
         "PROJECT": project,
+        "MODEL": json.dumps(mask_secrets(agent.model)),
+        "PARAMS": json.dumps(mask_secrets(params)),
         "MODEL_NAME": agent.model.get("model_name"),
         "PROVIDER": agent.model.get("provider"),
         "DATA": agent.data,
         "PROMPT_TEMPLATE": agent.prompt_template,
-        "PARAMS": mask_secrets(agent.params),
     }
 
 
