@@ -26,6 +26,7 @@ from mindsdb_sql_parser import ast
 from agentkb.errors import AgentKBError, BadRequest, NotFound
 from agentkb.service.agents import AgentInput
 from agentkb.service.completions import AgentRunError, RunOptions
+from agentkb.sql import names
 from agentkb.validation import check_dict
 
 if TYPE_CHECKING:
@@ -43,15 +44,6 @@ TIMEOUT_ANSWER = (  # MindsDB 25.14's LangchainAgent.run_agent
     "Please refer to the documentation for instructions on how to change the timeout value. "
     "Feel free to try your request again."
 )
-
-
-def two_part_name(identifier: ast.Identifier, db: str) -> tuple[str, str]:
-    parts = [str(p) for p in identifier.parts]
-    if len(parts) == 1:
-        return db, parts[0]
-    if len(parts) == 2:
-        return parts[0], parts[1]
-    raise BadRequest(f"Expected <project>.<name>, got {identifier.to_string()}")
 
 
 def _agent_input(name: str | None, options: dict[str, Any]) -> AgentInput:
@@ -147,7 +139,7 @@ class AgentStatements:
         self.completions = completions
 
     async def create(self, create: ast.CreateAgent, db: str) -> int:
-        project, name = two_part_name(create.name, db)
+        project, name = names.two_part(create.name, db)
         options = dict(create.params or {})
         if create.model is not None:
             options["model"] = create.model
@@ -161,7 +153,7 @@ class AgentStatements:
     async def update(self, update: ast.UpdateAgent, db: str) -> int:
         """`ALTER AGENT <a> USING ...` / `UPDATE AGENT <a> SET ...`: the given fields change; params merge
         (a NULL value removes one), as MindsDB's update_agent."""
-        project, name = two_part_name(update.name, db)
+        project, name = names.two_part(update.name, db)
         options = {str(k).lower(): v for k, v in (update.params or {}).items()}
         new_name = options.pop("name", None)
         if not options and new_name is None:
@@ -170,7 +162,7 @@ class AgentStatements:
         return 1
 
     async def drop(self, drop: ast.DropAgent, db: str) -> int:
-        project, name = two_part_name(drop.name, db)
+        project, name = names.two_part(drop.name, db)
         try:
             await self.agents.delete(project, name)
         except NotFound:
