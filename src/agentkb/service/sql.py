@@ -4,7 +4,8 @@ Supported: SELECT over `information_schema.{databases,knowledge_bases,agents}`, 
 (the KB executor), over an agent (`WHERE question = ...`), and pushed down to one data source; SHOW
 DATABASES / KNOWLEDGE_BASES / AGENTS; CREATE/DROP KNOWLEDGE_BASE, AGENT, DATABASE, PROJECT; INSERT INTO
 <kb> SELECT ... / VALUES ...; DELETE FROM <kb> WHERE ...; USE <project>. Anything else is an error naming
-the statement.
+the statement. A KB SELECT runs in `sql_kb`; joins, subqueries, UNION and grouped or ordered KB/file SELECTs
+are planned in `sql_select`.
 """
 
 from __future__ import annotations

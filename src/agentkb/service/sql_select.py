@@ -74,7 +74,16 @@ class SelectRunner:
         if select.from_table is None:
             raise BadRequest("SELECT without FROM is not supported")
         ctes: dict[str, Any] = {str(c.name.parts[-1]).lower(): c.query for c in select.cte or []}
-        kinds = {id(leaf): await self._kind(leaf, db, ctes) for leaf in plan.leaves(select.from_table)}
+        leaves = plan.leaves(select.from_table)
+        kinds = {id(leaf): await self._kind(leaf, db, ctes) for leaf in leaves}
+        if set(kinds.values()) == {"datasource"}:
+            names = {_source_name(leaf, db) for leaf in leaves}
+            if len(names) == 1:  # all in one data source: it runs the whole statement
+                for leaf in leaves:
+                    if len(leaf.parts) == 1:
+                        leaf.parts = [db, *leaf.parts]
+                result = await self.sql._pushdown(select, names.pop())
+                return Frame(list(result.column_names), [list(r) for r in result.data])
         planned = plan.Planner(select, kinds).plan()
         fetched: dict[str, Frame] = {}
         by_alias: dict[str, Frame] = {}
@@ -194,6 +203,10 @@ class SelectRunner:
             )
         rows = [[await self.sql.agent_answer(project, name, str(q)), q] for q in questions]
         return Frame(["answer", "question"], rows)
+
+
+def _source_name(node: ast.Identifier, db: str) -> str:
+    return str(node.parts[0]).lower() if len(node.parts) > 1 else db.lower()
 
 
 def _project_name(node: ast.Identifier, db: str) -> tuple[str, str]:
