@@ -61,15 +61,19 @@ def test_kb_lifecycle_in_sql(client: httpx.Client, unique: str) -> None:
         f"INSERT INTO {kb} (id, body, topic) VALUES (1, 'Whales sing long songs underwater.', 'sea'), "
         "(2, 'Glaciers carve valleys over thousands of years.', 'ice')",
     )
-    hits = table(client, f"SELECT * FROM mindsdb.{kb} WHERE content = 'ocean animals singing' LIMIT 10")
-    assert hits[0]["id"] == 1 and set(hits[0]) == {
+    answer = sql(client, f"SELECT * FROM mindsdb.{kb} WHERE content = 'ocean animals singing' LIMIT 10")
+    # MindsDB's order: the declared metadata columns come as columns too, before `metadata`
+    assert answer["column_names"] == [
         "id",
         "chunk_id",
         "chunk_content",
-        "metadata",
         "distance",
         "relevance",
-    }
+        "topic",
+        "metadata",
+    ]
+    hits = [dict(zip(answer["column_names"], row, strict=True)) for row in answer["data"]]
+    assert hits[0]["id"] == 1 and hits[0]["topic"] == "sea"
     assert hits[0]["metadata"]["topic"] == "sea"
     filtered = table(client, f"SELECT id, chunk_content FROM {kb} WHERE content = 'nature' AND topic = 'ice'")
     assert [h["id"] for h in filtered] == [2] and set(filtered[0]) == {"id", "chunk_content"}

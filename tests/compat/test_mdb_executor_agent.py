@@ -113,11 +113,6 @@ class TestAgent:
 
         assert agent_response in ret.answer[0]
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="SELECT … FROM files.<t> JOIN <agent> ON <agent>.question = t.<col> (an agent joined to a table) "
-        "is refused ('Only SELECTs over one table are supported')",
-    )
     def test_openai_provider__join(self) -> None:
         """Origin: test_openai_provider, "test join" and "empty query" (MindsDB @v25.14.1). The agent's model is
         given as a dict here, so that only the join is under test (the flat form is test_openai_provider)."""

@@ -314,12 +314,6 @@ class TestKB:
         assert len(ret) == 4
         assert "1000" not in list(ret["id"])
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="GROUP BY and aggregates over a KB (SELECT chunk_content, count(1) count, max(id) max FROM kb … "
-        "GROUP BY chunk_content ORDER BY max(id) DESC) are refused ('GROUP BY is not supported in a knowledge "
-        "base query')",
-    )
     def test_base_syntax__group_by(self) -> None:
         """Section "outer query"."""
         self._load()
@@ -334,11 +328,6 @@ class TestKB:
         assert ret["count"][0] == 2
         assert ret["chunk_content"][0] == "Thank you"
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="SELECT with a JOIN of a KB and a data-source table (… FROM kb k JOIN example_db.demo.crm_demo t "
-        "ON t.pk = k.id WHERE k.content = …) is refused ('Only SELECTs over one table are supported')",
-    )
     def test_base_syntax__join(self) -> None:
         """Section "join with table"."""
         self._load()

@@ -4,7 +4,9 @@ Supported: SELECT over `information_schema.{databases,knowledge_bases,agents}`, 
 (the KB executor), over an agent (`WHERE question = ...`), and pushed down to one data source; SHOW
 DATABASES / KNOWLEDGE_BASES / AGENTS; CREATE/DROP KNOWLEDGE_BASE, AGENT, DATABASE, PROJECT; ALTER AGENT;
 INSERT INTO <kb> SELECT ... / VALUES ...; DELETE FROM <kb> WHERE ...; USE <project>. Anything else is an
-error naming the statement. The agent statements live in `sql_agents.py`.
+error naming the statement. The agent statements live in `sql_agents.py`, the KB DDL in `sql_ddl.py`; a KB
+SELECT runs in `sql_kb`; joins, subqueries, UNION and grouped or ordered KB/file SELECTs are planned in
+`sql_select`.
 """
 
 from __future__ import annotations
@@ -23,11 +25,11 @@ from mindsdb_sql_parser import ast, parse_sql
 from agentkb.errors import BadRequest, NotFound
 from agentkb.ingest.files.parse import Tabular
 from agentkb.ingest.request import InsertInput
-from agentkb.kb.search import COLUMNS as KB_RESULT_COLUMNS
 from agentkb.service import sql_ddl
 from agentkb.service.knowledge_bases import KnowledgeBaseInput
-from agentkb.service.search import options_from_query
 from agentkb.service.sql_agents import AgentStatements
+from agentkb.service.sql_kb import KBSelect
+from agentkb.service.sql_select import SelectRunner, needs_planner
 from agentkb.sql import catalog, pushdown
 from agentkb.sql.kbquery import parse_kb_select_ast, strip_wrappers
 from agentkb.sql.names import one_part, two_part
@@ -101,6 +103,12 @@ class SQLService:
         self.completions = completions
         self.kb_admin = kb_admin
         self.agent_sql = AgentStatements(agents=agents, completions=completions)
+        self.kb_select = KBSelect(search)
+        self.runner = SelectRunner(self)
+
+    async def agent_answer(self, project: str, agent: str, question: str) -> str:
+        reply = await self.completions.complete(project, agent, [{"question": question, "answer": None}])
+        return str(reply["message"]["content"])
 
     async def execute(self, sql: str, db: str, params: Mapping[str, Any] | None = None) -> Result:
         try:
@@ -119,8 +127,8 @@ class SQLService:
     async def _select(self, select: ast.Select, db: str, params: Mapping[str, Any] | None) -> Result:
         if select.from_table is None:
             raise BadRequest("SELECT without FROM is not supported")
-        if not isinstance(select.from_table, ast.Identifier):
-            raise BadRequest("Only SELECTs over one table are supported (no joins or subqueries in FROM)")
+        if select.cte or not isinstance(select.from_table, ast.Identifier):
+            return await self.runner.result(select, db, params)  # joins, subqueries, native queries
         parts = [str(p) for p in select.from_table.parts]
         if parts[0].lower() == "information_schema" and len(parts) == 2:
             return await self._information_schema(select, parts[1].lower(), db)
@@ -132,16 +140,22 @@ class SQLService:
             except NotFound:
                 columns, rows = await self.agent_sql.select(select, project, name)
                 return Result("table", columns, rows)
-            query = parse_kb_select_ast(select, db, params=params)
-            hits = await self.search.search_kb(kb, options_from_query(query))
-            columns = list(query.columns) if query.columns else list(KB_RESULT_COLUMNS)
-            rows = [[h.as_dict().get(c, h.metadata.get(c)) for c in columns] for h in hits]
+            if needs_planner(select):  # GROUP BY, aggregates, ORDER BY, expressions: DuckDB
+                return await self.runner.result(select, db, params)
+            columns, rows = await self.kb_select.select(kb, select, db, params)
             return Result("table", columns, rows, db=db)
         if namespace.lower() == FILES:
+            if needs_planner(select):
+                return await self.runner.result(select, db, params)
             return await self._file_select(select, name)
         if len(parts) == 1:  # a bare table in a data source's context: qualify it for the pushdown
             select.from_table = ast.Identifier(parts=[namespace, parts[0]], alias=select.from_table.alias)
         return await self._pushdown(select, namespace)
+
+    async def _union(self, union: ast.Union, db: str, params: Mapping[str, Any] | None) -> Result:
+        return await self.runner.result(union, db, params)
+
+    _intersect = _except = _union
 
     async def _file_select(self, select: ast.Select, name: str) -> Result:
         """`SELECT ... FROM files.<name>`: the rows of an uploaded table file (CSV, XLSX, JSON)."""

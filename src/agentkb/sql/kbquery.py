@@ -1,11 +1,11 @@
 """Parse MindsDB's knowledge-base SELECT dialect into a typed `KBQuery` (pure; no I/O).
 
-    SELECT * | col, ... FROM [<project>.]<kb>
+    SELECT * | col [AS name], ... FROM [<project>.]<kb>
     [WHERE cond AND cond ...] [ORDER BY col [ASC|DESC], ...] [LIMIT n [OFFSET m]]
 
-Conditions (AND only; OR and NOT are refused in this version):
+Conditions (AND only here; `kb_algebra` runs OR, NOT and several content conditions as several searches):
   * `content = '...'` / `content LIKE '...'` (also `chunk_content`): the semantic search text.
-    LIKE is treated as `=`, as MindsDB does; the value is kept verbatim (wildcards included).
+    LIKE is treated as `=`, as MindsDB does; as MindsDB, spaces and `%` around a LIKE pattern are dropped.
   * `relevance >= x` / `relevance > x`, 0 <= x <= 1: the relevance threshold.
   * `reranking = <bool>`, `hybrid_search = <bool>`, `hybrid_search_alpha = <0..1>`: MindsDB flags.
   * anything else is a `Filter` on a metadata key (`k`, `metadata.k`, `metadata->>'k'`) or on
@@ -19,20 +19,37 @@ Named placeholders (`:name`, as `/api/sql/query` sends with `params`) are bound 
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from mindsdb_sql_parser import ast, parse_sql
 
 from agentkb.errors import BadRequest
-from agentkb.kb.filters import Filter, FilterOp
+from agentkb.kb.filters import FilterOp
+from agentkb.sql.kbsearch import (
+    CONTENT_COLUMNS,
+    FLAG_COLUMNS,
+    KB_COLUMNS,
+    Condition,
+    KBQuery,
+    assemble,
+)
 
-KB_COLUMNS: tuple[str, ...] = ("id", "chunk_id", "chunk_content", "metadata", "distance", "relevance")
-CONTENT_COLUMNS = frozenset({"content", "chunk_content"})
-FLAG_COLUMNS = frozenset({"reranking", "hybrid_search", "hybrid_search_alpha"})
+__all__ = [
+    "CONTENT_COLUMNS",
+    "FLAG_COLUMNS",
+    "KB_COLUMNS",
+    "Condition",
+    "ConditionParser",
+    "KBQuery",
+    "assemble",
+    "condition_parser",
+    "parse_kb_select",
+    "parse_kb_select_ast",
+    "strip_wrappers",
+]
+
 _RESERVED = frozenset(KB_COLUMNS) | CONTENT_COLUMNS | FLAG_COLUMNS
 
 _OPS: dict[str, FilterOp] = {
@@ -51,22 +68,6 @@ _OPS: dict[str, FilterOp] = {
 _MIRROR = {"=": "=", "!=": "!=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _HINT = "use id, chunk_id, chunk_content, metadata, distance, relevance or a metadata key"
 _NUMBER_RE = re.compile(r"^-?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class KBQuery:
-    project: str | None
-    kb: str
-    columns: tuple[str, ...] | None  # None = SELECT *
-    content: str | None
-    filters: tuple[Filter, ...]
-    relevance_threshold: float | None
-    limit: int | None
-    offset: int | None
-    hybrid_search: bool | None
-    hybrid_search_alpha: float | None
-    reranking: bool | None
-    order_by: tuple[tuple[str, bool], ...]  # (column, descending)
 
 
 def strip_wrappers(text: str) -> str:
@@ -116,7 +117,15 @@ def parse_kb_select_ast(
         if getattr(select, attr, None):
             raise BadRequest(f"{what} is not supported in a knowledge base query")
     project, kb, quals = _table(select.from_table, default_project)
-    return _Parser(quals, params or {}).build(select, project, kb)
+    return ConditionParser(quals, params or {}).build(select, project, kb)
+
+
+def condition_parser(
+    select: ast.Select, default_project: str | None, params: Mapping[str, Any] | None = None
+) -> tuple[str | None, str, ConditionParser]:
+    """(project, kb, the parser of its conditions) for a SELECT over one knowledge base."""
+    project, kb, quals = _table(select.from_table, default_project)
+    return project, kb, ConditionParser(quals, params or {})
 
 
 def _table(node: Any, default_project: str | None) -> tuple[str | None, str, tuple[tuple[str, ...], ...]]:
@@ -144,85 +153,58 @@ def _table(node: Any, default_project: str | None) -> tuple[str | None, str, tup
     return project, kb, tuple(quals)
 
 
-class _Parser:
+class ConditionParser:
+    """Resolves one KB SELECT's columns and comparisons (names qualified by the KB, its project or alias)."""
+
     def __init__(self, quals: tuple[tuple[str, ...], ...], params: Mapping[str, Any]) -> None:
         self.quals = sorted(quals, key=len, reverse=True)
         self.params = params
 
     def build(self, s: ast.Select, project: str | None, kb: str) -> KBQuery:
-        content: str | None = None
-        threshold: float | None = None
-        flags: dict[str, Any] = {}
-        filters: list[Filter] = []
-        for key, op, value in self._conditions(s.where):
-            if key in CONTENT_COLUMNS:
-                if op not in ("=", "like"):
-                    raise BadRequest(
-                        f"content {op.upper()} is not supported yet: use content = '...' "
-                        "(or LIKE) for a semantic search"
-                    )
-                if content is not None:
-                    raise BadRequest("Only one content condition is supported per query")
-                if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-                    raise BadRequest("content must be compared with a string, e.g. content = 'search text'")
-                content = str(value)
-            elif key == "relevance":
-                if op not in (">=", ">"):
-                    raise BadRequest(
-                        f"relevance {op.upper()} is not supported: use relevance >= x or relevance > x"
-                    )
-                if threshold is not None:
-                    raise BadRequest("Only one relevance condition is supported per query")
-                threshold = _unit_float("relevance", value)
-            elif key in FLAG_COLUMNS:
-                if op != "=":
-                    raise BadRequest(
-                        f"{key} can only be set with =, e.g. {key} = "
-                        f"{'0.5' if key == 'hybrid_search_alpha' else 'true'}"
-                    )
-                if key in flags:
-                    raise BadRequest(f"{key} is given more than once")
-                flags[key] = _unit_float(key, value) if key == "hybrid_search_alpha" else _bool(key, value)
-            elif key == "distance":
-                raise BadRequest("Filtering on distance is not supported: use relevance >= x")
-            elif key == "metadata":
-                raise BadRequest(
-                    "Compare a metadata key (metadata->>'key' or metadata.key), not the whole metadata column"
-                )
-            else:
-                filters.append(Filter(key, op, value))
-        return KBQuery(
-            project=project,
-            kb=kb,
-            columns=self._targets(s.targets),
-            content=content,
-            filters=tuple(filters),
-            relevance_threshold=threshold,
+        columns, names = self._targets(s.targets)
+        return assemble(
+            project,
+            kb,
+            self._conditions(s.where),
+            columns=columns,
+            column_names=names,
             limit=_count("LIMIT", s.limit),
             offset=_count("OFFSET", s.offset),
-            hybrid_search=flags.get("hybrid_search"),
-            hybrid_search_alpha=flags.get("hybrid_search_alpha"),
-            reranking=flags.get("reranking"),
             order_by=self._order(s.order_by),
         )
 
-    def _targets(self, targets: list[Any]) -> tuple[str, ...] | None:
+    def _targets(self, targets: list[Any]) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None]:
+        """(columns, their output names): (None, None) for SELECT *; names differ where aliased."""
         if any(self._is_star(t) for t in targets):
             if len(targets) > 1:
                 raise BadRequest("SELECT * cannot be combined with other columns")
-            return None
+            return None, None
         cols: list[str] = []
+        names: list[str] = []
         for t in targets:
-            if getattr(t, "alias", None) is not None or not _is_column(t):
+            if not _is_column(t):
                 raise BadRequest(
-                    f"Unsupported column {t}: plain columns only (no aliases, functions or "
-                    f"expressions); {_HINT}"
+                    f"Unsupported column {t}: columns only (no functions or expressions); {_HINT}"
                 )
             name = self._column(t)
             if name in FLAG_COLUMNS or name == "content":
                 raise BadRequest(f"{name} is not a column: {_HINT}")
+            if name in KB_COLUMNS and self._is_metadata_access(t):
+                name = f"metadata.{name}"  # the metadata key `id`, not the KB's column `id`
             cols.append(name)
-        return tuple(cols)
+            alias = getattr(t, "alias", None)
+            names.append(str(alias.parts[-1]) if alias is not None else name)
+        return tuple(cols), (tuple(names) if names != cols else None)
+
+    def _is_metadata_access(self, t: Any) -> bool:
+        if isinstance(t, ast.BinaryOperation):
+            return True
+        parts = [str(x).lower() for x in t.parts]
+        for q in self.quals:
+            if len(parts) > len(q) and tuple(parts[: len(q)]) == q:
+                parts = parts[len(q) :]
+                break
+        return len(parts) == 2 and parts[0] == "metadata"
 
     def _is_star(self, t: Any) -> bool:
         if isinstance(t, ast.Identifier) and isinstance(t.parts[-1], ast.Star):  # kb.* / alias.*
@@ -250,15 +232,17 @@ class _Parser:
         elif isinstance(node, ast.UnaryOperation) and node.op.lower() == "not":
             raise BadRequest("NOT is not supported in this version: use !=, NOT IN, NOT LIKE or IS NOT")
         elif isinstance(node, ast.BetweenOperation):
-            key = self._column(node.args[0])
-            yield key, ">=", self._value(node.args[1])
-            yield key, "<=", self._value(node.args[2])
+            yield from self.between(node)
         elif isinstance(node, ast.BinaryOperation) and len(node.args) == 2:
-            yield self._comparison(node)
+            yield self.comparison(node)
         else:
             raise BadRequest(f"Unsupported condition: {node}")
 
-    def _comparison(self, node: ast.BinaryOperation) -> tuple[str, FilterOp, Any]:
+    def between(self, node: ast.BetweenOperation) -> tuple[Condition, Condition]:
+        key = self._column(node.args[0])
+        return (key, ">=", self._value(node.args[1])), (key, "<=", self._value(node.args[2]))
+
+    def comparison(self, node: ast.BinaryOperation) -> tuple[str, FilterOp, Any]:
         op = node.op.lower()
         left, right = node.args
         if any(isinstance(a, (ast.Select, ast.Union)) for a in (left, right)):
@@ -339,24 +323,6 @@ def _is_column(node: Any) -> bool:
     if isinstance(node, ast.Identifier):
         return _numeric(node) is None
     return isinstance(node, ast.BinaryOperation) and node.op in ("->>", "->")
-
-
-def _unit_float(name: str, value: Any) -> float:
-    try:
-        x = math.nan if isinstance(value, bool) else float(value)
-    except (TypeError, ValueError):
-        x = math.nan
-    if not 0.0 <= x <= 1.0:  # NaN fails this too
-        raise BadRequest(f"{name} must be a number between 0 and 1, got {value!r}")
-    return x
-
-
-def _bool(name: str, value: Any) -> bool:
-    if isinstance(value, (bool, int)) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    raise BadRequest(f"{name} must be true or false, got {value!r}")
 
 
 def _count(clause: str, node: Any) -> int | None:

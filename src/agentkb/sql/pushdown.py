@@ -295,3 +295,27 @@ def stream_rows(
         finally:
             if not finished:
                 _abandon(conn)
+
+
+def native_select(sql: str, dialect: str) -> str:
+    """A native query (`SELECT … FROM <datasource> (<its own SQL>)`): validated as one read-only SELECT in the
+    source's own dialect, and rendered back from that validated AST."""
+    target = _TARGETS.get(dialect.lower())
+    if target is None:
+        raise ValueError(f"unknown target dialect {dialect!r}")
+    if not isinstance(sql, str) or not sql.strip():
+        raise BadRequest("The native query is empty", title="Invalid SQL")
+    try:
+        trees = _parse_as(sql, target)
+    except (SqlglotError, RecursionError) as exc:
+        first_line = str(exc).splitlines()[0] if str(exc) else "unparseable"
+        raise BadRequest(f"The native query cannot be parsed: {first_line}", title="Invalid SQL") from None
+    if len(trees) != 1:
+        raise _refuse(f"Exactly one statement is allowed; got {len(trees)}")
+    tree = trees[0]
+    if not isinstance(tree, exp.Select | exp.SetOperation):
+        raise _refuse(f"Only SELECT queries are allowed; got {_statement(tree)}")
+    _check_nodes(tree)
+    _check_functions(tree)
+    _check_lexemes(tree)
+    return PushdownQuery("", tree).render(target)

@@ -121,3 +121,14 @@ async def delete_where(
     rows = await conn.execute(text(f"DELETE FROM {table} WHERE {where} RETURNING doc_id"), params)
     doc_ids = [r.doc_id for r in rows]
     return len(set(doc_ids)), len(doc_ids)
+
+
+async def metadata_keys(conn: AsyncConnection, table: str) -> list[str]:
+    """The metadata keys the chunks carry, MindsDB's system keys (`_…`) left out; sorted."""
+    rows = await conn.execute(
+        text(
+            f"SELECT DISTINCT k FROM {table}, LATERAL jsonb_object_keys(metadata) AS k "
+            "WHERE jsonb_typeof(metadata) = 'object' AND left(k, 1) <> '_' ORDER BY k"
+        )
+    )
+    return [r.k for r in rows]
