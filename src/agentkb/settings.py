@@ -50,6 +50,12 @@ class Settings(BaseSettings):
         default_factory=lambda: dict(DEFAULT_EMBEDDING_MODEL),
         description="Embedding model (JSON object) for knowledge bases created without one.",
     )
+    default_reranking_model: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Reranking model (JSON object: provider, model_name, api_key, ...) given to knowledge bases "
+        "created without one (a model of the same provider is merged over it), unless created with "
+        "`reranking_model = false`. Empty (the default): no reranking unless a knowledge base names a model.",
+    )
     max_body_bytes: int = Field(
         default=64 * 1024 * 1024, description="Largest accepted request body in bytes; larger gets 413."
     )

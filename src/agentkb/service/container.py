@@ -64,7 +64,9 @@ def build_services(
     shutdown = shutdown or Shutdown()
     data_sources = DataSourceService(db)
     agent_service = AgentService(db, settings.default_model)
-    kb_service = KnowledgeBaseService(db, settings.default_embedding_model, embedders.dimension)
+    kb_service = KnowledgeBaseService(
+        db, settings.default_embedding_model, embedders.dimension, settings.default_reranking_model
+    )
     search = SearchService(db, embedders)
     files = FileService(db, settings.data_dir / "files", max_bytes=settings.max_upload_bytes)
     ingest = IngestService(db, embedders, data_sources, heartbeat_s=settings.job_heartbeat_s)
