@@ -74,6 +74,12 @@ class Settings(BaseSettings):
         default=30.0,
         description="A running job silent this long is taken over by another worker (or failed).",
     )
+    autobatch_inserts: bool = Field(
+        default=False,
+        description="Run `INSERT INTO <kb> SELECT ...` as a background query (MindsDB's autobatch: batches of "
+        "1000 rows by the KB's id column, answered with the query's record) when the source has that column. "
+        "Off: the insert runs in the statement, as MindsDB does for pgvector storage.",
+    )
     crawl_allow_private: bool = Field(
         default=False,
         description="Let the crawler fetch private, loopback and link-local addresses (off: SSRF guard).",

@@ -32,7 +32,6 @@ from tests.compat.mdb import MindsDB, MindsDBEmbeddings, MindsDBLLM, P
 
 ORIGIN = "MindsDB tests/unit/executor/test_knowledge_base.py @v26.1.0"
 
-FILES_INSERT = "INSERT INTO <kb> SELECT ... FROM files.<name> is refused ('files is a system database, not a data source')"
 META_COLUMNS = (
     "SELECT * over a KB lacks the metadata columns (MindsDB: declared/inserted metadata keys as columns)"
 )
@@ -181,7 +180,7 @@ class TestKBNOAutoBatch(BaseTestKB):
 
     @pytest.mark.xfail(
         strict=True,
-        reason=f"{FILES_INSERT}; then: SELECT metadata->>'k' AS k (JSON operator in the select list) is refused",
+        reason="SELECT metadata->>'k' AS k (JSON operator in the select list) is refused",
     )
     def test_kb_metadata__default_columns(self) -> None:
         """Origin: test_kb_metadata, case 1 "kb with default columns settings" (MindsDB @v26.1.0)."""
@@ -239,7 +238,7 @@ class TestKBNOAutoBatch(BaseTestKB):
 
     @pytest.mark.xfail(
         strict=True,
-        reason=f"{FILES_INSERT}; then: SELECT metadata->>'k' AS k (JSON operator in the select list) is refused",
+        reason="SELECT metadata->>'k' AS k (JSON operator in the select list) is refused",
     )
     def test_kb_metadata__defined_columns(self) -> None:
         """Origin: test_kb_metadata, case 2 "kb with defined columns" (MindsDB @v26.1.0)."""
@@ -276,7 +275,6 @@ class TestKBNOAutoBatch(BaseTestKB):
         assert ret["specs"][0] == record["specs"]
         assert str(ret["id"][0]) == str(record["id"])
 
-    @pytest.mark.xfail(strict=True, reason=FILES_INSERT)
     def test_kb_metadata__content_defined(self) -> None:
         """Origin: test_kb_metadata, case 3 "content is defined, id is id, the rest goes to metadata"
         (MindsDB @v26.1.0)."""
@@ -312,7 +310,7 @@ class TestKBNOAutoBatch(BaseTestKB):
 
     @pytest.mark.xfail(
         strict=True,
-        reason=f"{FILES_INSERT}; then: SELECT with a JOIN (a KB joined to files.<table>) is refused ('Only SELECTs "
+        reason="SELECT with a JOIN (a KB joined to files.<table>) is refused ('Only SELECTs "
         "over one table are supported')",
     )
     def test_join_kb_table(self) -> None:
@@ -343,7 +341,6 @@ class TestKBNOAutoBatch(BaseTestKB):
         diff = ret[ret["ral"] != ret["id"]]
         assert len(diff) == 0
 
-    @pytest.mark.xfail(strict=True, reason=FILES_INSERT)
     def test_join_kb_table__operators(self) -> None:
         """Origin: test_join_kb_table, section "operators" (MindsDB @v26.1.0)."""
         df = self._get_ral_table()
@@ -397,12 +394,8 @@ class TestKBNOAutoBatch(BaseTestKB):
 
     @pytest.mark.xfail(
         strict=True,
-        reason="INSERT INTO <kb> SELECT ... FROM <datasource>.<table> USING batch_size=…, track_column=… fails (the "
-        "USING clause reaches the pushed-down SELECT: 'The query cannot be parsed'; MindsDB: a partitioned "
-        "background insert answering a table with the query ID); "
-        "then: information_schema.queries (ID, SQL, STARTED_AT, FINISHED_AT, PROCESSED_ROWS, ERROR), "
-        f"{DESCRIBE} (INSERT_STARTED_AT, INSERT_FINISHED_AT, PROCESSED_ROWS, QUERY_ID) and "
-        "SELECT query_cancel(<id>) are missing",
+        reason=f"{DESCRIBE} (INSERT_STARTED_AT, INSERT_FINISHED_AT, PROCESSED_ROWS, QUERY_ID: "
+        "service/sql_queries.py SQLQueries.for_kbs has them)",
     )
     def test_kb_partitions(self) -> None:
         """Origin: test_kb_partitions (MindsDB @v26.1.0, marked slow there). MindsDB's mocked postgres handler
@@ -528,7 +521,7 @@ class TestKBAlgebra(BaseTestKB):
 
     @pytest.mark.xfail(
         strict=True,
-        reason=f"{FILES_INSERT}; then: content NOT IN (…) is refused ('content NOT IN is not supported yet'; "
+        reason="content NOT IN (…) is refused ('content NOT IN is not supported yet'; "
         "MindsDB: excludes the hits of those searches), and content IS NOT NULL behind it is untried",
     )
     def test_kb_algebra__exclude_values(self) -> None:
@@ -552,7 +545,7 @@ class TestKBAlgebra(BaseTestKB):
 
     @pytest.mark.xfail(
         strict=True,
-        reason=f"{FILES_INSERT}; then: content != '…' is refused ('content != is not supported yet')",
+        reason="content != '…' is refused ('content != is not supported yet')",
     )
     def test_kb_algebra__exclude_value_and_metadata(self) -> None:
         """Section "search value excluding other and metadata"."""
@@ -574,7 +567,7 @@ class TestKBAlgebra(BaseTestKB):
 
     @pytest.mark.xfail(
         strict=True,
-        reason=f"{FILES_INSERT}; then: content IN ('…', '…') is refused ('content IN is not supported yet'; MindsDB: "
+        reason="content IN ('…', '…') is refused ('content IN is not supported yet'; MindsDB: "
         "the union of the searches), and content NOT LIKE behind it is untried",
     )
     def test_kb_algebra__in_list_excluding(self) -> None:
@@ -593,7 +586,7 @@ class TestKBAlgebra(BaseTestKB):
 
     @pytest.mark.xfail(
         strict=True,
-        reason=f"{FILES_INSERT}; then: OR in a KB WHERE is refused ('OR is not supported in this version'); "
+        reason="OR in a KB WHERE is refused ('OR is not supported in this version'); "
         "content IS NULL behind it is untried",
     )
     def test_kb_algebra__or(self) -> None:
@@ -614,7 +607,6 @@ class TestKBAlgebra(BaseTestKB):
             else:
                 assert "small" in content
 
-    @pytest.mark.xfail(strict=True, reason=FILES_INSERT)
     def test_kb_algebra__between_and_less_than(self) -> None:
         """Section "using between and less than"."""
         self._items_kb()
@@ -633,7 +625,7 @@ class TestKBAlgebra(BaseTestKB):
 
     @pytest.mark.xfail(
         strict=True,
-        reason=f"{FILES_INSERT}; then: OR in a KB WHERE is refused ('OR is not supported in this version'); "
+        reason="OR in a KB WHERE is refused ('OR is not supported in this version'); "
         "chunk_content LIKE '%…%' and chunk_content IS NULL behind it are untried",
     )
     def test_kb_algebra__chunk_content_like(self) -> None:
@@ -654,7 +646,7 @@ class TestKBAlgebra(BaseTestKB):
             else:
                 assert "small" in content
 
-    @pytest.mark.xfail(strict=True, reason=f"{FILES_INSERT}; then: {META_COLUMNS} (ret['shape'])")
+    @pytest.mark.xfail(strict=True, reason=f"{META_COLUMNS} (ret['shape'])")
     def test_kb_algebra__metadata_like(self) -> None:
         """Section "metadata: like, not like"."""
         self._items_kb()
@@ -664,7 +656,7 @@ class TestKBAlgebra(BaseTestKB):
             # only triangle
             assert set(ret["shape"]) == {"triangle"}
 
-    @pytest.mark.xfail(strict=True, reason=f"{FILES_INSERT}; then: {META_COLUMNS} (ret['color'])")
+    @pytest.mark.xfail(strict=True, reason=f"{META_COLUMNS} (ret['color'])")
     def test_kb_algebra__metadata_comparisons(self) -> None:
         """Section "metadata: '>=', '>', '<=', '<'"."""
         self._items_kb()
@@ -680,9 +672,7 @@ class TestKBAlgebra(BaseTestKB):
         # only red
         assert set(ret["color"]) == {"red"}
 
-    @pytest.mark.xfail(
-        strict=True, reason=f"{FILES_INSERT}; then: {META_COLUMNS} (ret['num'], ret['valid_date'])"
-    )
+    @pytest.mark.xfail(strict=True, reason=f"{META_COLUMNS} (ret['num'], ret['valid_date'])")
     def test_kb_algebra__int_and_date_filters(self) -> None:
         """Sections "filter by int" and "filter by date"."""
         self._items_kb()
@@ -697,7 +687,7 @@ class TestKBAlgebra(BaseTestKB):
         ret = self.run_sql("select * from kb_alg where valid_date < '2000-01-15'")
         assert ret["valid_date"].max() > "2000-01-13" and ret["valid_date"].min() < "2000-01-15"
 
-    @pytest.mark.xfail(strict=True, reason=f"{FILES_INSERT}; then: {META_COLUMNS} (ret['color'])")
+    @pytest.mark.xfail(strict=True, reason=f"{META_COLUMNS} (ret['color'])")
     def test_kb_algebra__id_and_content(self) -> None:
         """Section "filter by id and content"."""
         self._items_kb()
@@ -755,7 +745,7 @@ class TestKBSelectAndParams(BaseTestKB):
 
     @pytest.mark.xfail(
         strict=True,
-        reason=f"{FILES_INSERT}; then: EVALUATE KNOWLEDGE_BASE is refused (test-data generation with the reranking "
+        reason="EVALUATE KNOWLEDGE_BASE is refused (test-data generation with the reranking "
         "model or `llm`, files.<test_table>/<save_to> written, a result table with total/total_found)",
     )
     def test_evaluate(self) -> None:
@@ -865,7 +855,6 @@ class TestKBSelectAndParams(BaseTestKB):
 
         return text(content)
 
-    @pytest.mark.xfail(strict=True, reason=FILES_INSERT)
     def test_evaluate__reranking_disabled(self) -> None:
         """Origin: test_evaluate, section "test reranking disabled" (MindsDB @v26.1.0): `get_scores` is called
         once per search, and not at all with `reranking = false`."""
@@ -894,8 +883,7 @@ class TestKBSelectAndParams(BaseTestKB):
 
     @pytest.mark.xfail(
         strict=True,
-        reason=f"{DESCRIBE}; then: no default reranking model setting (MindsDB config default_reranking_model, "
-        "applied to a KB created without reranking_model unless reranking_model = false)",
+        reason=f"{DESCRIBE} (EMBEDDING_MODEL, RERANKING_MODEL as JSON text)",
     )
     def test_save_default_params(self, fresh_app: Any) -> None:
         """Origin: test_save_default_params (MindsDB @v26.1.0). MindsDB patches `Config.get` for
@@ -928,7 +916,6 @@ class TestKBSelectAndParams(BaseTestKB):
 
             assert "openai_model" not in ret["RERANKING_MODEL"][0]
 
-    @pytest.mark.xfail(strict=True, reason=FILES_INSERT)
     def test_relevance_filtering_gt_operator(self) -> None:
         """Origin: test_relevance_filtering_gt_operator (MindsDB @v26.1.0)."""
         test_data = [
@@ -1053,8 +1040,7 @@ class TestKBSelectAndParams(BaseTestKB):
 
     @pytest.mark.xfail(
         strict=True,
-        reason=f"{FILES_INSERT}; then: DROP TABLE files.<name> is refused (Unsupported statement: DropTables), "
-        f"and {META_COLUMNS} (ret['CATEGORY'])",
+        reason=f"{META_COLUMNS} (ret['CATEGORY'])",
     )
     def test_kb_uppercase_source_columns(self) -> None:
         """Origin: test_kb_uppercase_source_columns (MindsDB @v26.1.0)."""
@@ -1185,7 +1171,6 @@ class TestKBSelectAndParams(BaseTestKB):
         assert len(ret) == 1
         assert ret["chunk_content"][0] == "dog"
 
-    @pytest.mark.xfail(strict=True, reason=FILES_INSERT)
     def test_reranking(self) -> None:
         """Origin: test_reranking (MindsDB @v26.1.0)."""
         self._create_kb(
@@ -1214,7 +1199,6 @@ class TestKBSelectAndParams(BaseTestKB):
         ret = self.run_sql("select * from kb_ral where content='white'")
         assert "white" not in ret["chunk_content"].iloc[0]
 
-    @pytest.mark.xfail(strict=True, reason=FILES_INSERT)
     def test_hybrid_search(self) -> None:
         """Origin: test_hybrid_search (MindsDB @v26.1.0)."""
         df = self._get_ral_table()
@@ -1251,7 +1235,7 @@ class TestKBSelectAndParams(BaseTestKB):
 
     @pytest.mark.xfail(
         strict=True,
-        reason=f"{FILES_INSERT}; then: CREATE INDEX ON KNOWLEDGE_BASE <kb> WITH (…) is refused (agentkb "
+        reason="CREATE INDEX ON KNOWLEDGE_BASE <kb> WITH (…) is refused (agentkb "
         "always has an HNSW index; MindsDB accepts nlist/type/train_count)",
     )
     def test_create_index(self) -> None:
@@ -1290,8 +1274,26 @@ class TestKBSelectAndParams(BaseTestKB):
         assert "white" in ret["chunk_content"].iloc[0]
 
 
+@pytest.fixture(scope="class")
+def autobatch_app(fresh_app: Any) -> Iterator[Any]:
+    with fresh_app(autobatch_inserts=True) as app:
+        yield app
+
+
 class TestKBAutoBatch(BaseTestKB):
-    @pytest.mark.xfail(strict=True, reason=FILES_INSERT)
+    """Adaptation: MindsDB runs this class with autobatch on, its default for its default storage (faiss);
+    for pgvector storage, agentkb's, MindsDB's default is off (`disable_pgvector_autobatch`) and so is agentkb's
+    (`autobatch_inserts`), so the class runs on an agentkb started with `autobatch_inserts = true`."""
+
+    @pytest.fixture(autouse=True)
+    def _autobatch(
+        self, _fresh_mindsdb: None, autobatch_app: Any, mdb_embeddings: MindsDBEmbeddings
+    ) -> Iterator[None]:
+        with httpx.Client(base_url=autobatch_app.url, timeout=120) as client:
+            self.mdb = MindsDB(client, mdb_embeddings)
+            self.mdb.reset()
+            yield
+
     def test_no_autobatch(self) -> None:
         """Origin: TestKBAutoBatch.test_no_autobatch (MindsDB @v26.1.0)."""
         df = self._get_ral_table()
@@ -1313,11 +1315,6 @@ class TestKBAutoBatch(BaseTestKB):
         ret = self.run_sql("select * from kb_ral limit 1")
         assert len(ret) == 1
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason=f"{FILES_INSERT}; then: an insert into a KB with an id column is not answered with its "
-        "query record (MindsDB autobatch: a table with ID) and information_schema.queries is missing",
-    )
     def test_autobatch(self) -> None:
         """Origin: TestKBAutoBatch.test_autobatch (MindsDB @v26.1.0)."""
         df = self._get_ral_table()

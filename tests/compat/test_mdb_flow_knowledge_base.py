@@ -40,9 +40,8 @@ MESSAGES = {
 }
 STATUSES = ("solving", "solved", "new")
 PARTITIONED = (
-    "INSERT … SELECT … USING batch_size=10, track_column=pk fails (the USING clause reaches the pushed-down "
-    "SELECT: 'The query cannot be parsed'; MindsDB: a partitioned background insert answering its query ID); "
-    "then: DESCRIBE KNOWLEDGE_BASE is refused (INSERT_STARTED_AT, INSERT_FINISHED_AT, ERROR)"
+    "DESCRIBE KNOWLEDGE_BASE is refused (INSERT_STARTED_AT, INSERT_FINISHED_AT, ERROR of the partitioned insert: "
+    "service/sql_queries.py SQLQueries.for_kbs has them)"
 )
 
 

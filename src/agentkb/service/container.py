@@ -21,8 +21,10 @@ from agentkb.service.jobs import JobService
 from agentkb.service.knowledge_bases import KnowledgeBaseService
 from agentkb.service.lifecycle import Shutdown
 from agentkb.service.projects import ProjectService
+from agentkb.service.query_sources import QuerySources
 from agentkb.service.search import SearchService
 from agentkb.service.sql import SQLService
+from agentkb.service.sql_insert import SQLInsert
 from agentkb.settings import Settings
 from agentkb.storage.db import Database
 
@@ -69,7 +71,9 @@ def build_services(
     )
     search = SearchService(db, embedders)
     files = FileService(db, settings.data_dir / "files", max_bytes=settings.max_upload_bytes)
-    ingest = IngestService(db, embedders, data_sources, heartbeat_s=settings.job_heartbeat_s)
+    query_sources = QuerySources(data_sources, files)  # an insert's SELECT: uploaded files or a data source
+    ingest = IngestService(db, embedders, query_sources, heartbeat_s=settings.job_heartbeat_s)
+    ingest.partition_source = query_sources
     ingest.document_sources["files"] = FileSource(files)
     ingest.document_sources["urls"] = UrlSource(settings.crawl_allow_private)
     projects = ProjectService(db, settings.default_project)
@@ -97,6 +101,15 @@ def build_services(
             search=search,
             files=files,
             completions=completions,
+            inserts=SQLInsert(
+                projects=projects,
+                knowledge_bases=kb_service,
+                data_sources=data_sources,
+                ingest=ingest,
+                files=files,
+                sources=query_sources,
+                autobatch=settings.autobatch_inserts,
+            ),
         ),
         auth=AuthService(db, settings),
         shutdown=shutdown,
