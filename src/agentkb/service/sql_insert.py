@@ -210,6 +210,11 @@ class SQLInsert:
         name = str(use.value.parts[-1])
         if name.lower() == FILES:
             return _result("ok", db=FILES)
+        if name.lower() == "information_schema":
+            raise BadRequest(
+                "USE information_schema is not supported: name its tables, SELECT * FROM information_schema.<table>",
+                title="Unsupported statement",
+            )
         if await self._is_project(name):
             return _result("ok", db=name.lower())
         try:
