@@ -11,6 +11,7 @@ import typer
 from agentkb import __version__
 from agentkb.cli.ingest import ingest
 from agentkb.cli.keys import keys, with_services
+from agentkb.cli.secret_key import rotate_secret
 
 app = typer.Typer(help="agentkb: AI agents over knowledge bases and SQL data.", no_args_is_help=True)
 
@@ -110,6 +111,7 @@ def worker(
 
 
 app.command("ingest")(ingest)
+keys.command("rotate-secret")(rotate_secret)
 app.add_typer(keys, name="keys")
 
 

@@ -10,6 +10,7 @@ import httpx2
 from agentkb.ingest.crawl.source import UrlSource
 from agentkb.ingest.files.source import FileSource
 from agentkb.kb.embedders.registry import EmbedderRegistry
+from agentkb.secrecy import SecretBox
 from agentkb.service.agents import AgentService
 from agentkb.service.auth import AuthService
 from agentkb.service.completions import CompletionService
@@ -32,6 +33,7 @@ from agentkb.storage.db import Database
 @dataclass(frozen=True, slots=True)
 class Services:
     settings: Settings
+    box: SecretBox
     projects: ProjectService
     agents: AgentService
     knowledge_bases: KnowledgeBaseService
@@ -60,19 +62,23 @@ def build_services(
     embedders: EmbedderRegistry,
     http_client: httpx2.AsyncClient,
     shutdown: Shutdown | None = None,
+    *,
+    box: SecretBox | None = None,
 ) -> Services:
     """`http_client` is the one HTTP client of the LLM providers (the runtime owns and closes it);
-    `shutdown` is the process's (the runtime stops the worker when it begins)."""
+    `shutdown` is the process's (the runtime stops the worker when it begins); `box` seals and reveals
+    stored secrets (default: `AGENTKB_SECRET_KEY` alone; the runtime passes its own)."""
     shutdown = shutdown or Shutdown()
-    data_sources = DataSourceService(db)
-    agent_service = AgentService(db, settings.default_model)
+    box = box or SecretBox.from_environment()
+    data_sources = DataSourceService(db, box=box)
+    agent_service = AgentService(db, settings.default_model, box=box)
     kb_service = KnowledgeBaseService(
-        db, settings.default_embedding_model, embedders.dimension, settings.default_reranking_model
+        db, settings.default_embedding_model, embedders.dimension, settings.default_reranking_model, box=box
     )
-    search = SearchService(db, embedders)
+    search = SearchService(db, embedders, box=box)
     files = FileService(db, settings.data_dir / "files", max_bytes=settings.max_upload_bytes)
     query_sources = QuerySources(data_sources, files)  # an insert's SELECT: uploaded files or a data source
-    ingest = IngestService(db, embedders, query_sources, heartbeat_s=settings.job_heartbeat_s)
+    ingest = IngestService(db, embedders, query_sources, heartbeat_s=settings.job_heartbeat_s, box=box)
     ingest.partition_source = query_sources
     ingest.document_sources["files"] = FileSource(files)
     ingest.document_sources["urls"] = UrlSource(settings.crawl_allow_private)
@@ -82,6 +88,7 @@ def build_services(
     )
     return Services(
         settings=settings,
+        box=box,
         projects=projects,
         agents=agent_service,
         knowledge_bases=kb_service,

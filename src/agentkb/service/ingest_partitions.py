@@ -85,7 +85,9 @@ async def run_partitioned(service: IngestService, job: JobRow, progress: Progres
                     conn,
                     kb.id,
                     kb.storage_table,
-                    service.embedders.get(kb.embedding_model),
+                    service.embedders.get(
+                        service.box.reveal(kb.embedding_model, f"knowledge base {kb.name} embedding_model")
+                    ),
                     chunking_config(kb.params),
                     skip_existing=bool(options.get("kb_skip_existing")),
                     no_upsert=bool(options.get("kb_no_upsert")),

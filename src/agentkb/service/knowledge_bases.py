@@ -1,4 +1,8 @@
-"""Knowledge bases: records plus their chunk tables, created and dropped together."""
+"""Knowledge bases: records plus their chunk tables, created and dropped together.
+
+Secret fields of `embedding_model`, `reranking_model` and `params` are stored sealed
+(`secrecy.SecretBox`); rows come back sealed, the encoders mask them, and the search and ingest services
+reveal them where they call the provider."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from sqlalchemy.exc import IntegrityError
 from agentkb.errors import BadRequest, Conflict, kb_not_found, project_not_found
 from agentkb.kb.embedders import config as embedding_config
 from agentkb.kb.filters import Filter
+from agentkb.secrecy import SecretBox
 from agentkb.service import projects
 from agentkb.storage import chunk_search, chunks
 from agentkb.storage import knowledge_bases as repo
@@ -75,11 +80,14 @@ class KnowledgeBaseService:
         default_embedding_model: dict[str, Any],
         dimension: DimensionResolver,
         default_reranking_model: dict[str, Any] | None = None,
+        *,
+        box: SecretBox | None = None,
     ) -> None:
         self.db = db
         self.default_embedding_model = default_embedding_model
         self.default_reranking_model = dict(default_reranking_model or {})
         self.dimension = dimension
+        self.box = box or SecretBox.from_environment()
 
     async def list(self, project_name: str) -> list[KnowledgeBaseRow]:
         async with self.db.connect() as conn:
@@ -108,8 +116,10 @@ class KnowledgeBaseService:
             params["requested_storage"] = check_dict(given.storage, "storage")
         values = {
             "name": name,
-            "embedding_model": embedding,
-            "reranking_model": _reranking(settings.get("reranking_model"), self.default_reranking_model),
+            "embedding_model": self.box.seal(embedding),
+            "reranking_model": self.box.seal(
+                _reranking(settings.get("reranking_model"), self.default_reranking_model)
+            ),
             "metadata_columns": _columns(settings.get("metadata_columns"), "metadata_columns"),
             "content_columns": _columns(settings.get("content_columns"), "content_columns"),
             "id_column": _id_column(settings.get("id_column")),
@@ -132,7 +142,7 @@ class KnowledgeBaseService:
                     **values,
                     "id": kb_id,
                     "project_id": project.id,
-                    "params": params,
+                    "params": self.box.seal(params),
                     "storage_table": table,
                     "vector_dim": dim,
                 }
