@@ -110,6 +110,8 @@ class IngestService:
             if "params" in request:
                 stored = {"embedding_model": kb.embedding_model, "reranking_model": kb.reranking_model}
                 request["params"] = self.box.seal(restore_masked(request["params"], stored))
+            if sql is not None:
+                await jobs.forget_old_queries(conn)
             job = await jobs.create(
                 conn,
                 job_id=uuid.uuid4().hex,

@@ -239,6 +239,16 @@ async def release(conn: AsyncConnection, worker: str) -> None:
 # --- jobs as MindsDB's queries (`information_schema.queries`, `query_cancel`, DESCRIBE KNOWLEDGE_BASE) --------
 
 
+async def forget_old_queries(conn: AsyncConnection) -> None:
+    """MindsDB's purge on each new query: queries that finished more than a day ago leave the list."""
+    await conn.execute(
+        text(
+            "UPDATE ingest_jobs SET query_removed = true WHERE sql IS NOT NULL AND NOT query_removed "
+            "AND state = 'succeeded' AND finished_at < now() - interval '1 day'"
+        )
+    )
+
+
 async def list_queries(conn: AsyncConnection) -> list[JobRow]:
     """Jobs started by SQL statements, still listed (not removed by `query_cancel`), oldest first."""
     rows = await conn.execute(
