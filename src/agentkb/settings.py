@@ -50,6 +50,12 @@ class Settings(BaseSettings):
         default_factory=lambda: dict(DEFAULT_EMBEDDING_MODEL),
         description="Embedding model (JSON object) for knowledge bases created without one.",
     )
+    default_reranking_model: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Reranking model (JSON object: provider, model_name, api_key, ...) given to knowledge bases "
+        "created without one (a model of the same provider is merged over it), unless created with "
+        "`reranking_model = false`. Empty (the default): no reranking unless a knowledge base names a model.",
+    )
     max_body_bytes: int = Field(
         default=64 * 1024 * 1024, description="Largest accepted request body in bytes; larger gets 413."
     )
@@ -67,6 +73,12 @@ class Settings(BaseSettings):
     job_stale_after_s: float = Field(
         default=30.0,
         description="A running job silent this long is taken over by another worker (or failed).",
+    )
+    autobatch_inserts: bool = Field(
+        default=False,
+        description="Run `INSERT INTO <kb> SELECT ...` as a background query (MindsDB's autobatch: batches of "
+        "1000 rows by the KB's id column, answered with the query's record) when the source has that column. "
+        "Off: the insert runs in the statement, as MindsDB does for pgvector storage.",
     )
     crawl_allow_private: bool = Field(
         default=False,

@@ -7,16 +7,10 @@ the ported ones (SQL over `POST /api/sql/query`, MindsDB's dummy embedder, a pos
 from __future__ import annotations
 
 import pandas as pd
-import pytest
 
 from tests.compat.test_mdb_executor_knowledge_base import BaseTestKB
 
 ORIGIN = "MindsDB docs/mindsdb_sql/knowledge_bases/insert_data.mdx @v26.1.0"
-
-USING_INSERT = (
-    "INSERT INTO <kb> SELECT … FROM <datasource>.<table> USING <option> fails: the USING clause reaches the "
-    "pushed-down SELECT ('The query cannot be parsed')"
-)
 
 
 def docs(rows: list[tuple[int, str]]) -> pd.DataFrame:
@@ -24,7 +18,6 @@ def docs(rows: list[tuple[int, str]]) -> pd.DataFrame:
 
 
 class TestInsertOptions(BaseTestKB):
-    @pytest.mark.xfail(strict=True, reason=f"{USING_INSERT}; kb_no_upsert is not an insert option")
     def test_kb_no_upsert(self) -> None:
         """ "Skip duplicate checking (kb_no_upsert)": `INSERT INTO my_kb SELECT * FROM table_name USING
         kb_no_upsert = true` inserts directly (for an initial load into an empty KB)."""
@@ -38,7 +31,6 @@ class TestInsertOptions(BaseTestKB):
         ret = self.run_sql("select * from my_kb")
         assert sorted(ret["id"]) == [1, 2, 3]
 
-    @pytest.mark.xfail(strict=True, reason=f"{USING_INSERT}; kb_skip_existing is not an insert option")
     def test_kb_skip_existing(self) -> None:
         """ "Skip existing items (kb_skip_existing)": existing items are skipped entirely, "including avoiding
         embedding calculation for existing content"; new ones are inserted."""

@@ -32,11 +32,11 @@ from tests.compat.mdb import MindsDB, MindsDBEmbeddings, MindsDBLLM, P
 
 ORIGIN = "MindsDB tests/unit/executor/test_knowledge_base.py @v26.1.0"
 
-FILES_INSERT = "INSERT INTO <kb> SELECT ... FROM files.<name> is refused ('files is a system database, not a data source')"
 META_COLUMNS = (
     "SELECT * over a KB lacks the metadata columns (MindsDB: declared/inserted metadata keys as columns)"
 )
 DESCRIBE = "DESCRIBE KNOWLEDGE_BASE is refused (Unsupported statement: Describe)"
+FILES_INSERT = "INSERT INTO <kb> SELECT ... FROM files.<name> is refused ('files is a system database, not a data source')"
 
 
 class BaseTestKB:
@@ -265,7 +265,6 @@ class TestKBNOAutoBatch(BaseTestKB):
         assert ret["specs"][0] == record["specs"]
         assert str(ret["id"][0]) == str(record["id"])
 
-    @pytest.mark.xfail(strict=True, reason=FILES_INSERT)
     def test_kb_metadata__content_defined(self) -> None:
         """Origin: test_kb_metadata, case 3 "content is defined, id is id, the rest goes to metadata"
         (MindsDB @v26.1.0)."""
@@ -328,7 +327,6 @@ class TestKBNOAutoBatch(BaseTestKB):
         diff = ret[ret["ral"] != ret["id"]]
         assert len(diff) == 0
 
-    @pytest.mark.xfail(strict=True, reason=FILES_INSERT)
     def test_join_kb_table__operators(self) -> None:
         """Origin: test_join_kb_table, section "operators" (MindsDB @v26.1.0)."""
         df = self._get_ral_table()
@@ -584,7 +582,6 @@ class TestKBAlgebra(BaseTestKB):
             else:
                 assert "small" in content
 
-    @pytest.mark.xfail(strict=True, reason=FILES_INSERT)
     def test_kb_algebra__between_and_less_than(self) -> None:
         """Section "using between and less than"."""
         self._items_kb()
@@ -714,7 +711,7 @@ class TestKBSelectAndParams(BaseTestKB):
 
     @pytest.mark.xfail(
         strict=True,
-        reason=f"{FILES_INSERT}; then: EVALUATE KNOWLEDGE_BASE is refused (test-data generation with the reranking "
+        reason="EVALUATE KNOWLEDGE_BASE is refused (test-data generation with the reranking "
         "model or `llm`, files.<test_table>/<save_to> written, a result table with total/total_found)",
     )
     def test_evaluate(self) -> None:
@@ -824,7 +821,6 @@ class TestKBSelectAndParams(BaseTestKB):
 
         return text(content)
 
-    @pytest.mark.xfail(strict=True, reason=FILES_INSERT)
     def test_evaluate__reranking_disabled(self) -> None:
         """Origin: test_evaluate, section "test reranking disabled" (MindsDB @v26.1.0): `get_scores` is called
         once per search, and not at all with `reranking = false`."""
@@ -887,7 +883,6 @@ class TestKBSelectAndParams(BaseTestKB):
 
             assert "openai_model" not in ret["RERANKING_MODEL"][0]
 
-    @pytest.mark.xfail(strict=True, reason=FILES_INSERT)
     def test_relevance_filtering_gt_operator(self) -> None:
         """Origin: test_relevance_filtering_gt_operator (MindsDB @v26.1.0)."""
         test_data = [
@@ -1132,7 +1127,6 @@ class TestKBSelectAndParams(BaseTestKB):
         assert len(ret) == 1
         assert ret["chunk_content"][0] == "dog"
 
-    @pytest.mark.xfail(strict=True, reason=FILES_INSERT)
     def test_reranking(self) -> None:
         """Origin: test_reranking (MindsDB @v26.1.0)."""
         self._create_kb(
@@ -1161,7 +1155,6 @@ class TestKBSelectAndParams(BaseTestKB):
         ret = self.run_sql("select * from kb_ral where content='white'")
         assert "white" not in ret["chunk_content"].iloc[0]
 
-    @pytest.mark.xfail(strict=True, reason=FILES_INSERT)
     def test_hybrid_search(self) -> None:
         """Origin: test_hybrid_search (MindsDB @v26.1.0)."""
         df = self._get_ral_table()
@@ -1233,8 +1226,26 @@ class TestKBSelectAndParams(BaseTestKB):
         assert "white" in ret["chunk_content"].iloc[0]
 
 
+@pytest.fixture(scope="class")
+def autobatch_app(fresh_app: Any) -> Iterator[Any]:
+    with fresh_app(autobatch_inserts=True) as app:
+        yield app
+
+
 class TestKBAutoBatch(BaseTestKB):
-    @pytest.mark.xfail(strict=True, reason=FILES_INSERT)
+    """Adaptation: MindsDB runs this class with autobatch on, its default for its default storage (faiss);
+    for pgvector storage, agentkb's, MindsDB's default is off (`disable_pgvector_autobatch`) and so is agentkb's
+    (`autobatch_inserts`), so the class runs on an agentkb started with `autobatch_inserts = true`."""
+
+    @pytest.fixture(autouse=True)
+    def _autobatch(
+        self, _fresh_mindsdb: None, autobatch_app: Any, mdb_embeddings: MindsDBEmbeddings
+    ) -> Iterator[None]:
+        with httpx.Client(base_url=autobatch_app.url, timeout=120) as client:
+            self.mdb = MindsDB(client, mdb_embeddings)
+            self.mdb.reset()
+            yield
+
     def test_no_autobatch(self) -> None:
         """Origin: TestKBAutoBatch.test_no_autobatch (MindsDB @v26.1.0)."""
         df = self._get_ral_table()
@@ -1256,11 +1267,6 @@ class TestKBAutoBatch(BaseTestKB):
         ret = self.run_sql("select * from kb_ral limit 1")
         assert len(ret) == 1
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason=f"{FILES_INSERT}; then: an insert into a KB with an id column is not answered with its "
-        "query record (MindsDB autobatch: a table with ID) and information_schema.queries is missing",
-    )
     def test_autobatch(self) -> None:
         """Origin: TestKBAutoBatch.test_autobatch (MindsDB @v26.1.0)."""
         df = self._get_ral_table()

@@ -11,18 +11,12 @@ from __future__ import annotations
 from http import HTTPStatus
 
 import httpx
-import pytest
 
 from tests.compat.mdb import MindsDBEmbeddings
 
 ORIGIN = "MindsDB tests/unit/api/http/knowledge_bases_test.py @v26.1.0"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="POST …/knowledge_bases ignores params.embedding_model (the KB gets the default local model; MindsDB "
-    "copies embedding_model/reranking_model/columns between the body and params)",
-)
 def test_update_kb_embeddings(client: httpx.Client, mdb_embeddings: MindsDBEmbeddings) -> None:
     """Origin: test_update_kb_embeddings (MindsDB @v26.1.0). The embedding model is MindsDB's
     (`gemini`, `dummy_model`, `embed-key-1`) served by the stub (`provider: openai`, `base_url`)."""

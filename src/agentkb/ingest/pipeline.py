@@ -3,6 +3,10 @@
 Per batch: chunk the documents, lock them (advisory locks, so concurrent inserts of one document
 serialise), diff against what is stored, reuse stored vectors of identical text (by content hash), embed
 only new text, then replace each document's chunks. Embedding of batch N overlaps the write of batch N-1.
+
+MindsDB's insert options (`INSERT ... USING`): `skip_existing` (`kb_skip_existing`) leaves documents whose id is
+already stored as they are, neither embedded nor written; `no_upsert` (`kb_no_upsert`, for a first load) reads
+nothing back: no diff, no reuse of stored vectors, no removal of a document's other chunks.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ class _Plan:
     vectors: dict[str, np.ndarray]  # content hash -> stored vector (reused)
     to_embed: list[Chunk] = field(default_factory=list)
     stats: IngestStats = field(default_factory=IngestStats)
+    rewritten: list[str] = field(default_factory=list)  # documents this request already wrote once
 
 
 def _same(stored: store.StoredChunk, chunk: Chunk) -> bool:
@@ -73,6 +78,9 @@ class Ingestor:
         embedder: Embedder,
         chunking: ChunkingConfig,
         on_batch: Callable[[IngestStats], Awaitable[None]] | None = None,
+        *,
+        skip_existing: bool = False,
+        no_upsert: bool = False,
     ) -> None:
         self.conn = conn
         self.kb_id = kb_id
@@ -82,6 +90,9 @@ class Ingestor:
         self.seen: set[str] = set()  # documents already written by this request: never skip them again
         self.stats = IngestStats()
         self.on_batch = on_batch
+        self.skip_existing = skip_existing
+        self.no_upsert = no_upsert
+        self.skipped = 0  # documents left as stored (`skip_existing`)
 
     async def _plan(self, documents: list[Document]) -> _Plan:
         updated_at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
@@ -90,7 +101,14 @@ class Ingestor:
             by_doc.setdefault(doc.doc_id, {})[doc.content_column] = doc
         doc_ids = sorted(by_doc)
         await store.lock_documents(self.conn, self.kb_id, doc_ids)
-        stored = {c.chunk_id: c for c in await store.chunks_of_documents(self.conn, self.table, doc_ids)}
+        stored: dict[str, store.StoredChunk] = {}
+        if not self.no_upsert:
+            stored = {c.chunk_id: c for c in await store.chunks_of_documents(self.conn, self.table, doc_ids)}
+        if self.skip_existing:
+            existing = {c.doc_id for c in stored.values()} - self.seen
+            self.skipped += len(existing)
+            doc_ids = [d for d in doc_ids if d not in existing]
+            stored = {cid: c for cid, c in stored.items() if c.doc_id not in existing}
         stats = IngestStats(documents=len(doc_ids))
         keep: list[str] = []
         writes: list[Chunk] = []
@@ -107,10 +125,13 @@ class Ingestor:
         stats.chunks = len(keep)
         kept = set(keep)
         stats.deleted = sum(1 for cid in stored if cid not in kept)
-        vectors = await store.embeddings_by_hash(
-            self.conn, self.table, sorted({c.content_hash for c in writes})
-        )
+        vectors: dict[str, np.ndarray] = {}
+        if not self.no_upsert:
+            vectors = await store.embeddings_by_hash(
+                self.conn, self.table, sorted({c.content_hash for c in writes})
+            )
         plan = _Plan(doc_ids, keep, writes, vectors, stats=stats)
+        plan.rewritten = [d for d in doc_ids if d in self.seen]
         pending: dict[str, Chunk] = {}
         for chunk in writes:
             if chunk.content_hash not in vectors:
@@ -129,7 +150,9 @@ class Ingestor:
 
     async def _write(self, plan: _Plan, embedded: dict[str, np.ndarray]) -> None:
         vectors = {**plan.vectors, **embedded}
-        await store.delete_other_chunks(self.conn, self.table, plan.doc_ids, plan.keep)
+        replaced = plan.rewritten if self.no_upsert else plan.doc_ids
+        if replaced:
+            await store.delete_other_chunks(self.conn, self.table, replaced, plan.keep)
         await store.upsert_chunks(
             self.conn,
             self.table,

@@ -28,6 +28,8 @@ class InsertInput:
     filters: Any = None
     params: Any = None
     preprocessing: Any = None
+    options: Any = None  # MindsDB's `INSERT ... USING kb_no_upsert / kb_skip_existing` (SQL only)
+    partition: Any = None  # a partitioned insert: {batch_size, track_column, error} (SQL only)
 
 
 class JobCancelled(Exception):
@@ -105,10 +107,15 @@ async def row_batches(rows: list[dict[str, Any]], spec: ColumnSpec) -> AsyncIter
         yield list(row_documents(rows[start : start + BATCH_ROWS], spec, start_index=start))
 
 
-async def query_batches(source: RowStream, sql: str, spec: ColumnSpec) -> AsyncIterator[list[Document]]:
+async def query_batches(
+    source: RowStream, sql: str, spec: ColumnSpec, progress: Progress | None = None
+) -> AsyncIterator[list[Document]]:
+    """The query's rows as documents; `progress` counts them (`processed_rows`, MindsDB's PROCESSED_ROWS)."""
     start = 0
     try:
         async for _columns, batch in source.stream_query(sql, BATCH_ROWS):
+            if progress is not None:
+                progress.count("processed_rows", len(batch))
             yield list(row_documents(batch, spec, start_index=start))
             start += len(batch)
     except NotFound as exc:  # an unknown data source is a bad query here, not a bad path

@@ -23,8 +23,10 @@ from agentkb.service.kb_admin import KnowledgeBaseAdmin
 from agentkb.service.knowledge_bases import KnowledgeBaseService
 from agentkb.service.lifecycle import Shutdown
 from agentkb.service.projects import ProjectService
+from agentkb.service.query_sources import QuerySources
 from agentkb.service.search import SearchService
 from agentkb.service.sql import SQLService
+from agentkb.service.sql_insert import SQLInsert
 from agentkb.settings import Settings
 from agentkb.storage.db import Database
 
@@ -72,11 +74,15 @@ def build_services(
     box = box or SecretBox.from_environment()
     data_sources = DataSourceService(db, box=box)
     agent_service = AgentService(db, settings.default_model, box=box)
-    kb_service = KnowledgeBaseService(db, settings.default_embedding_model, embedders.dimension, box=box)
+    kb_service = KnowledgeBaseService(
+        db, settings.default_embedding_model, embedders.dimension, settings.default_reranking_model, box=box
+    )
     kb_admin = KnowledgeBaseAdmin(db, embedders, box=box)
     search = SearchService(db, embedders, box=box)
     files = FileService(db, settings.data_dir / "files", max_bytes=settings.max_upload_bytes)
-    ingest = IngestService(db, embedders, data_sources, heartbeat_s=settings.job_heartbeat_s, box=box)
+    query_sources = QuerySources(data_sources, files)  # an insert's SELECT: uploaded files or a data source
+    ingest = IngestService(db, embedders, query_sources, heartbeat_s=settings.job_heartbeat_s, box=box)
+    ingest.partition_source = query_sources
     ingest.document_sources["files"] = FileSource(files)
     ingest.document_sources["urls"] = UrlSource(settings.crawl_allow_private)
     projects = ProjectService(db, settings.default_project)
@@ -107,6 +113,15 @@ def build_services(
             files=files,
             completions=completions,
             kb_admin=kb_admin,
+            inserts=SQLInsert(
+                projects=projects,
+                knowledge_bases=kb_service,
+                data_sources=data_sources,
+                ingest=ingest,
+                files=files,
+                sources=query_sources,
+                autobatch=settings.autobatch_inserts,
+            ),
         ),
         auth=AuthService(db, settings),
         shutdown=shutdown,

@@ -29,6 +29,7 @@ from agentkb.kb.chunking import chunking_config
 from agentkb.kb.embedders.registry import EmbedderRegistry
 from agentkb.secrecy import SecretBox, restore_masked
 from agentkb.service import kb_admin, projects
+from agentkb.service.ingest_partitions import PartitionSource, run_partitioned
 from agentkb.service.job_runner import JobRunner
 from agentkb.storage import chunks, jobs
 from agentkb.storage import knowledge_bases as repo
@@ -57,6 +58,7 @@ class IngestService:
         self.data_sources = data_sources
         self.runner = JobRunner(db, self._execute, heartbeat_s=heartbeat_s)
         self.document_sources: dict[str, DocumentSource] = {}  # "files", "urls": registered by the app
+        self.partition_source: PartitionSource | None = None  # partitioned SQL inserts: registered by the app
         self.queued = asyncio.Event()  # set when an async job is queued, to wake the in-process worker
 
     async def _validate(self, given: InsertInput) -> dict[str, Any]:
@@ -73,7 +75,7 @@ class IngestService:
                         f"Inserting '{key}' is not supported by this server", title="Unsupported insert"
                     )
                 request.update(await source.validate(given))
-        for key in ("params", "preprocessing"):
+        for key in ("params", "preprocessing", "options", "partition"):
             if getattr(given, key) is not None:
                 request[key] = check_dict(getattr(given, key), key)
         if not request:
@@ -83,9 +85,20 @@ class IngestService:
         return check_storable(request, "knowledge_base")  # type: ignore[no-any-return]  # kept as a job's request
 
     async def submit(
-        self, project_name: str, kb_name: str, given: InsertInput, *, wait: bool = True
+        self,
+        project_name: str,
+        kb_name: str,
+        given: InsertInput,
+        *,
+        wait: bool = True,
+        sql: str | None = None,
+        sql_database: str | None = None,
     ) -> JobRow:
+        """`sql` (and `sql_database`): the SQL statement this insert runs, which makes it one of MindsDB's
+        queries (`information_schema.queries`)."""
         request = await self._validate(given)
+        if given.partition is not None and (given.query is None or wait):
+            raise BadRequest("A partitioned insert reads a query and runs in the background")
         async with self.db.transaction() as conn:
             project = await projects.resolve(conn, project_name)
             kb = await repo.get(conn, project.id, kb_name) if is_identifier(kb_name) else None
@@ -94,6 +107,8 @@ class IngestService:
             if "params" in request:
                 stored = {"embedding_model": kb.embedding_model, "reranking_model": kb.reranking_model}
                 request["params"] = self.box.seal(restore_masked(request["params"], stored))
+            if sql is not None:
+                await jobs.forget_old_queries(conn)
             job = await jobs.create(
                 conn,
                 job_id=uuid.uuid4().hex,
@@ -102,6 +117,8 @@ class IngestService:
                 mode="sync" if wait else "async",
                 request=request,
                 worker=self.runner.worker_id if wait else None,
+                sql=sql,
+                sql_database=sql_database,
             )
         if not wait:
             self.queued.set()
@@ -115,6 +132,10 @@ class IngestService:
 
     async def _execute(self, job: JobRow, progress: Progress) -> None:
         given = InsertInput(**job.request)
+        if given.partition is not None:  # a batch per transaction: see ingest_partitions
+            await run_partitioned(self, job, progress)
+            return
+        options = given.options or {}
         async with self.db.transaction() as conn:
             kb = await repo.get_by_id(conn, job.kb_id, for_update=True)
             if kb is None:
@@ -130,6 +151,8 @@ class IngestService:
                 embedder,
                 chunking_config(kb.params),
                 on_batch=lambda stats: self.runner.report(progress, stats.as_counts()),
+                skip_existing=bool(options.get("kb_skip_existing")),
+                no_upsert=bool(options.get("kb_no_upsert")),
             )
             spec = column_spec(kb)
             bulk = (await chunks.counts(conn, kb.storage_table))[1] == 0
@@ -142,8 +165,10 @@ class IngestService:
                 if getattr(given, key) is not None:
                     await ingestor.run(self.document_sources[key].documents(conn, kb, given, spec, progress))
             if given.query is not None:
-                await ingestor.run(query_batches(self.data_sources, given.query, spec))
+                await ingestor.run(query_batches(self.data_sources, given.query, spec, progress))
             progress.counts.update(ingestor.stats.as_counts())
+            if ingestor.skipped:
+                progress.counts["skipped_existing"] = ingestor.skipped
             if bulk:
                 await chunks.build_vector_index(
                     conn, kb.storage_table, kb.vector_dim, kb.params.get("vector_index")

@@ -43,10 +43,22 @@ class KnowledgeBaseInput:
     storage: Any = None
 
 
-def _reranking(value: Any) -> dict[str, Any] | None:
-    if value is None or value is False:
+# The model and column settings MindsDB reads from a create body's top level or from its `params` (the top
+# level wins): `POST .../knowledge_bases` copies them into params, then its controller takes them out again.
+SETTING_KEYS = ("embedding_model", "reranking_model", "metadata_columns", "content_columns", "id_column")
+
+
+def _reranking(value: Any, default: dict[str, Any]) -> dict[str, Any] | None:
+    """MindsDB's `get_model_params` for the reranker: `false` means none; nothing (or `{}`) means the
+    default; a model of the default's provider (or of none) is merged over the default; another provider's
+    model is taken alone."""
+    if value is False:
         return None
-    return check_dict(value, "reranking_model")
+    given = check_dict(value, "reranking_model") if value is not None else {}
+    if "provider" in given and given["provider"] != default.get("provider"):
+        return given
+    merged = {**default, **given}
+    return merged or None
 
 
 def _columns(value: Any, field: str) -> list[str] | None:
@@ -67,11 +79,13 @@ class KnowledgeBaseService:
         db: Database,
         default_embedding_model: dict[str, Any],
         dimension: DimensionResolver,
+        default_reranking_model: dict[str, Any] | None = None,
         *,
         box: SecretBox | None = None,
     ) -> None:
         self.db = db
         self.default_embedding_model = default_embedding_model
+        self.default_reranking_model = dict(default_reranking_model or {})
         self.dimension = dimension
         self.box = box or SecretBox.from_environment()
 
@@ -90,8 +104,12 @@ class KnowledgeBaseService:
 
     async def create(self, project_name: str, given: KnowledgeBaseInput) -> KnowledgeBaseRow:
         name = check_name(given.name, "name")
-        embedding = embedding_config.normalize(given.embedding_model, self.default_embedding_model)
         params = dict(check_dict(given.params, "params")) if given.params is not None else {}
+        settings = {key: params.pop(key) for key in SETTING_KEYS if key in params}
+        settings.update({key: getattr(given, key) for key in SETTING_KEYS if getattr(given, key) is not None})
+        embedding = embedding_config.normalize(
+            settings.get("embedding_model") or None, self.default_embedding_model
+        )
         if given.preprocessing is not None:
             params["preprocessing"] = check_dict(given.preprocessing, "preprocessing")
         if given.storage is not None:
@@ -99,10 +117,12 @@ class KnowledgeBaseService:
         values = {
             "name": name,
             "embedding_model": self.box.seal(embedding),
-            "reranking_model": self.box.seal(_reranking(given.reranking_model)),
-            "metadata_columns": _columns(given.metadata_columns, "metadata_columns"),
-            "content_columns": _columns(given.content_columns, "content_columns"),
-            "id_column": _id_column(given.id_column),
+            "reranking_model": self.box.seal(
+                _reranking(settings.get("reranking_model"), self.default_reranking_model)
+            ),
+            "metadata_columns": _columns(settings.get("metadata_columns"), "metadata_columns"),
+            "content_columns": _columns(settings.get("content_columns"), "content_columns"),
+            "id_column": _id_column(settings.get("id_column")),
         }
         async with self.db.connect() as conn:  # fail fast (404) before any embedder is probed
             await projects.resolve(conn, project_name)

@@ -3,10 +3,11 @@
 Supported: SELECT over `information_schema.{databases,knowledge_bases,agents}`, over a knowledge base
 (the KB executor), over an agent (`WHERE question = ...`), and pushed down to one data source; SHOW
 DATABASES / KNOWLEDGE_BASES / AGENTS; CREATE/DROP KNOWLEDGE_BASE, AGENT, DATABASE, PROJECT; ALTER AGENT;
-INSERT INTO <kb> SELECT ... / VALUES ...; DELETE FROM <kb> WHERE ...; USE <project>. Anything else is an
-error naming the statement. The agent statements live in `sql_agents.py`, the KB DDL in `sql_ddl.py`; a KB
-SELECT runs in `sql_kb`; joins, subqueries, UNION and grouped or ordered KB/file SELECTs are planned in
-`sql_select`.
+INSERT INTO <kb> SELECT ... [USING ...] / VALUES ..., DROP TABLE files.<name>, USE <database>,
+information_schema.queries and SELECT query_cancel(<id>) (in `sql_insert.py`, `sql_queries.py`); DELETE FROM
+<kb> WHERE .... Anything else is an error naming the statement. The agent statements live in
+`sql_agents.py`, the KB DDL in `sql_ddl.py`; a KB SELECT runs in `sql_kb`; joins, subqueries, UNION and
+grouped or ordered KB/file SELECTs are planned in `sql_select`.
 """
 
 from __future__ import annotations
@@ -24,11 +25,12 @@ from mindsdb_sql_parser import ast, parse_sql
 
 from agentkb.errors import BadRequest, NotFound
 from agentkb.ingest.files.parse import Tabular
-from agentkb.ingest.request import InsertInput
 from agentkb.service import sql_ddl
 from agentkb.service.knowledge_bases import KnowledgeBaseInput
 from agentkb.service.sql_agents import AgentStatements
+from agentkb.service.sql_insert import SQLInsert
 from agentkb.service.sql_kb import KBSelect
+from agentkb.service.sql_queries import QUERY_COLUMNS
 from agentkb.service.sql_select import SelectRunner, needs_planner
 from agentkb.sql import catalog, pushdown
 from agentkb.sql.kbquery import parse_kb_select_ast, strip_wrappers
@@ -92,6 +94,7 @@ class SQLService:
         files: FileService,
         completions: CompletionService,
         kb_admin: KnowledgeBaseAdmin,
+        inserts: SQLInsert,
     ) -> None:
         self.projects = projects
         self.agents = agents
@@ -105,6 +108,7 @@ class SQLService:
         self.agent_sql = AgentStatements(agents=agents, completions=completions)
         self.kb_select = KBSelect(search)
         self.runner = SelectRunner(self)
+        self.inserts = inserts
 
     async def agent_answer(self, project: str, agent: str, question: str) -> str:
         reply = await self.completions.complete(project, agent, [{"question": question, "answer": None}])
@@ -125,6 +129,8 @@ class SQLService:
 
     # --- SELECT -----------------------------------------------------------------------------------
     async def _select(self, select: ast.Select, db: str, params: Mapping[str, Any] | None) -> Result:
+        if select.from_table is None and (answer := await self.inserts.queries.service_function(select)):
+            return answer
         if select.from_table is None:
             raise BadRequest("SELECT without FROM is not supported")
         if select.cte or not isinstance(select.from_table, ast.Identifier):
@@ -209,9 +215,12 @@ class SQLService:
             rows, columns = await self._kb_rows(None), catalog.KB_COLUMNS
         elif table == "agents":
             rows, columns = await self._agent_rows(None), catalog.AGENT_COLUMNS
+        elif table == "queries":
+            rows, columns = await self.inserts.queries.rows(), QUERY_COLUMNS
         else:
             raise BadRequest(
-                f"Unknown table information_schema.{table}; available: databases, knowledge_bases, agents"
+                f"Unknown table information_schema.{table}; available: databases, knowledge_bases, agents, "
+                "queries"
             )
         names, data = catalog.select_rows(select, columns, rows)
         return Result("table", names, data, db=db)
@@ -274,9 +283,10 @@ class SQLService:
         return Result("table", [f"Tables_in_{source}"], [[n] for n in names], db=db)
 
     async def _use(self, use: ast.Use, db: str, params: Any) -> Result:
-        name = str(use.value.parts[-1])
-        await self.projects.get(name)
-        return Result("ok", db=name.lower())
+        return await self.inserts.use(use)
+
+    async def _droptables(self, drop: ast.DropTables, db: str, params: Any) -> Result:
+        return await self.inserts.drop_tables(drop, db)
 
     # --- DDL ----------------------------------------------------------------------------------------
     async def _createknowledgebase(self, create: ast.CreateKnowledgeBase, db: str, params: Any) -> Result:
@@ -342,24 +352,7 @@ class SQLService:
 
     # --- DML on knowledge bases ---------------------------------------------------------------------
     async def _insert(self, insert: ast.Insert, db: str, params: Any) -> Result:
-        project, name = _name(insert.table, db)
-        if not await self._kb_exists(project, name):
-            raise BadRequest(f"INSERT is supported into knowledge bases only; {project}.{name} is not one")
-        if insert.from_select is not None:
-            given = InsertInput(query=insert.from_select.to_string())
-        else:
-            columns = [c.name if hasattr(c, "name") else str(c.parts[-1]) for c in insert.columns or []]
-            if not columns:
-                raise BadRequest(
-                    "INSERT ... VALUES needs a column list: INSERT INTO kb (id, content) VALUES ..."
-                )
-            rows = []
-            for values in insert.values or []:
-                row = [v.value if isinstance(v, ast.Constant) else None for v in values]
-                rows.append(dict(zip(columns, row, strict=False)))
-            given = InsertInput(rows=rows)
-        stats = await self.ingest.insert(project, name, given)
-        return Result("ok", affected_rows=stats.documents)
+        return await self.inserts.insert(insert, db)
 
     async def _delete(self, delete: ast.Delete, db: str, params: Any) -> Result:
         project, name = _name(delete.table, db)

@@ -13,7 +13,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 TERMINAL = ("succeeded", "failed", "cancelled")
 _COLUMNS = (
     "id, project_id, kb_id, mode, state, request, counts, errors, error, worker, attempts, "
-    "cancel_requested, created_at, started_at, finished_at, heartbeat_at, updated_at"
+    "cancel_requested, created_at, started_at, finished_at, heartbeat_at, updated_at, query_id, sql, "
+    "sql_database, context, query_removed"
 )
 
 
@@ -36,6 +37,11 @@ class JobRow:
     finished_at: datetime | None
     heartbeat_at: datetime | None
     updated_at: datetime
+    query_id: int  # MindsDB's integer query id (`information_schema.queries`)
+    sql: str | None  # the INSERT statement, for a job an SQL statement started
+    sql_database: str | None  # the database that statement ran in
+    context: dict[str, Any]  # a partitioned insert's progress: the last track value stored
+    query_removed: bool  # `query_cancel` took it off `information_schema.queries`
 
 
 def _row(r: RowMapping) -> JobRow:
@@ -55,6 +61,8 @@ async def create(
     mode: str,
     request: dict[str, Any],
     worker: str | None,
+    sql: str | None = None,
+    sql_database: str | None = None,
 ) -> JobRow:
     running = mode == "sync"
     row = (
@@ -62,8 +70,9 @@ async def create(
             await conn.execute(
                 text(
                     f"INSERT INTO ingest_jobs (id, project_id, kb_id, mode, state, request, worker, attempts, started_at, "
-                    "heartbeat_at) VALUES (:id, :project_id, :kb_id, :mode, :state, CAST(:request AS jsonb), :worker, "
-                    f":attempts, {'now()' if running else 'NULL'}, {'now()' if running else 'NULL'}) RETURNING {_COLUMNS}"
+                    "heartbeat_at, sql, sql_database) VALUES (:id, :project_id, :kb_id, :mode, :state, "
+                    f"CAST(:request AS jsonb), :worker, :attempts, {'now()' if running else 'NULL'}, "
+                    f"{'now()' if running else 'NULL'}, :sql, :sql_database) RETURNING {_COLUMNS}"
                 ),
                 {
                     "id": job_id,
@@ -74,6 +83,8 @@ async def create(
                     "request": _json(request),
                     "worker": worker,
                     "attempts": 1 if running else 0,
+                    "sql": sql,
+                    "sql_database": sql_database,
                 },
             )
         )
@@ -223,3 +234,114 @@ async def release(conn: AsyncConnection, worker: str) -> None:
         ),
         {"w": worker},
     )
+
+
+# --- jobs as MindsDB's queries (`information_schema.queries`, `query_cancel`, DESCRIBE KNOWLEDGE_BASE) --------
+
+
+async def forget_old_queries(conn: AsyncConnection) -> None:
+    """MindsDB's purge on each new query: queries that finished more than a day ago leave the list."""
+    await conn.execute(
+        text(
+            "UPDATE ingest_jobs SET query_removed = true WHERE sql IS NOT NULL AND NOT query_removed "
+            "AND state = 'succeeded' AND finished_at < now() - interval '1 day'"
+        )
+    )
+
+
+async def list_queries(conn: AsyncConnection) -> list[JobRow]:
+    """Jobs started by SQL statements, still listed (not removed by `query_cancel`), oldest first."""
+    rows = await conn.execute(
+        text(
+            f"SELECT {_COLUMNS} FROM ingest_jobs WHERE sql IS NOT NULL AND NOT query_removed ORDER BY query_id"
+        )
+    )
+    return [_row(r) for r in rows.mappings()]
+
+
+async def get_query(conn: AsyncConnection, query_id: int) -> JobRow | None:
+    row = (
+        (
+            await conn.execute(
+                text(
+                    f"SELECT {_COLUMNS} FROM ingest_jobs WHERE query_id = :q AND sql IS NOT NULL "
+                    "AND NOT query_removed"
+                ),
+                {"q": query_id},
+            )
+        )
+        .mappings()
+        .first()
+    )
+    return _row(row) if row else None
+
+
+async def last_queries(conn: AsyncConnection, kb_ids: list[int]) -> dict[int, JobRow]:
+    """Each knowledge base's latest job started by an SQL statement (removed ones included)."""
+    rows = await conn.execute(
+        text(
+            f"SELECT DISTINCT ON (kb_id) {_COLUMNS} FROM ingest_jobs WHERE sql IS NOT NULL AND kb_id = ANY(:ids) "
+            "ORDER BY kb_id, created_at DESC"
+        ),
+        {"ids": kb_ids},
+    )
+    return {r["kb_id"]: _row(r) for r in rows.mappings()}
+
+
+async def remove_query(conn: AsyncConnection, query_id: int) -> JobRow | None:
+    """`query_cancel`: take the query off the list and cancel its job (a queued one at once, a running one
+    at its next check)."""
+    row = (
+        (
+            await conn.execute(
+                text(
+                    "UPDATE ingest_jobs SET query_removed = true, cancel_requested = cancel_requested OR "
+                    "(state = 'running'), state = CASE WHEN state = 'queued' THEN 'cancelled' ELSE state END, "
+                    "finished_at = CASE WHEN state = 'queued' THEN now() ELSE finished_at END, "
+                    "error = CASE WHEN state = 'queued' THEN 'cancelled on request' ELSE error END, "
+                    "updated_at = now() WHERE query_id = :q AND sql IS NOT NULL AND NOT query_removed "
+                    f"RETURNING {_COLUMNS}"
+                ),
+                {"q": query_id},
+            )
+        )
+        .mappings()
+        .first()
+    )
+    return _row(row) if row else None
+
+
+async def requeue(conn: AsyncConnection, job_id: str) -> JobRow | None:
+    """`query_resume`: queue a failed job again, for a worker (a partitioned insert goes on after the last
+    track value it stored)."""
+    row = (
+        (
+            await conn.execute(
+                text(
+                    "UPDATE ingest_jobs SET mode = 'async', state = 'queued', worker = NULL, attempts = 0, "
+                    "error = NULL, finished_at = NULL, cancel_requested = false, updated_at = now() "
+                    f"WHERE id = :id AND state = 'failed' RETURNING {_COLUMNS}"
+                ),
+                {"id": job_id},
+            )
+        )
+        .mappings()
+        .first()
+    )
+    return _row(row) if row else None
+
+
+async def save_partition(
+    conn: AsyncConnection, job_id: str, counts: dict[str, Any], context: dict[str, Any]
+) -> bool:
+    """Record a partition's progress in the partition's own transaction; True if a cancel was requested."""
+    row = (
+        await conn.execute(
+            text(
+                "UPDATE ingest_jobs SET counts = CAST(:counts AS jsonb), context = CAST(:context AS jsonb), "
+                "heartbeat_at = now(), updated_at = now() WHERE id = :id RETURNING cancel_requested"
+            ),
+            {"id": job_id, "counts": _json(counts), "context": _json(context)},
+        )
+    ).first()
+    return bool(row and row.cancel_requested)
