@@ -14,6 +14,7 @@ from agentkb.service.agents import AgentService
 from agentkb.service.auth import AuthService
 from agentkb.service.completions import CompletionService
 from agentkb.service.data_sources import DataSourceService
+from agentkb.service.evaluate import EvaluateService
 from agentkb.service.files import FileService
 from agentkb.service.health import HealthService
 from agentkb.service.ingest import IngestService
@@ -23,6 +24,7 @@ from agentkb.service.lifecycle import Shutdown
 from agentkb.service.projects import ProjectService
 from agentkb.service.search import SearchService
 from agentkb.service.sql import SQLService
+from agentkb.service.sql_evaluate import SQLTables
 from agentkb.settings import Settings
 from agentkb.storage.db import Database
 
@@ -41,6 +43,7 @@ class Services:
     files: FileService
     completions: CompletionService
     sql: SQLService
+    evaluations: EvaluateService
     auth: AuthService
     shutdown: Shutdown
     health: HealthService
@@ -74,6 +77,19 @@ def build_services(
     completions = CompletionService(
         db, agent_service, search, data_sources, kb_service, settings, http_client
     )
+    sql = SQLService(
+        projects=projects,
+        agents=agent_service,
+        knowledge_bases=kb_service,
+        data_sources=data_sources,
+        ingest=ingest,
+        search=search,
+        files=files,
+        completions=completions,
+    )
+    evaluations = EvaluateService(db, search, settings.default_model, http_client)
+    evaluations.tables = SQLTables(sql, files)
+    sql.evaluations = evaluations
     return Services(
         settings=settings,
         projects=projects,
@@ -86,16 +102,8 @@ def build_services(
         embedders=embedders,
         files=files,
         completions=completions,
-        sql=SQLService(
-            projects=projects,
-            agents=agent_service,
-            knowledge_bases=kb_service,
-            data_sources=data_sources,
-            ingest=ingest,
-            search=search,
-            files=files,
-            completions=completions,
-        ),
+        sql=sql,
+        evaluations=evaluations,
         auth=AuthService(db, settings),
         shutdown=shutdown,
         health=HealthService(db, shutdown),
