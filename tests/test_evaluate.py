@@ -8,8 +8,12 @@ they contain the query."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -255,3 +259,55 @@ def test_rest(client: httpx.Client, kb: str, unique: str, stub: OpenAIStub) -> N
     assert client.delete(base).status_code in (200, 204)
     stub_kb(client, kb, stub)
     assert client.get(f"{base}/evaluations").json() == []
+
+
+def agentkb(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "agentkb", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+
+
+def test_cli(client: httpx.Client, kb: str, unique: str, base_url: str, tmp_path: Path) -> None:
+    questions = tmp_path / "qa.csv"
+    questions.write_text("question,doc_id\n" + "".join(f'"{c}",{i}\n' for i, c in DOCS.items()))
+    run = agentkb(
+        "evaluate",
+        kb,
+        "--server",
+        base_url,
+        "--test-table",
+        f"files.qa_{unique}",
+        "--questions",
+        str(questions),
+    )
+    assert run.returncode == 0, run.stderr
+    assert f"of {kb} (doc_id)" in run.stdout and "total_found" in run.stdout
+    assert re.search(r"│ 1\s+│ 1\.0000\s+│ 1\.0000\s+│ 1\.0000\s+│", run.stdout), (
+        run.stdout
+    )  # hit, recall, mrr at 1
+    # uploading again replaces the file
+    again = agentkb(
+        "evaluate",
+        kb,
+        "--server",
+        base_url,
+        "--test-table",
+        f"files.qa_{unique}",
+        "--questions",
+        str(questions),
+        "--json",
+    )
+    assert again.returncode == 0, again.stderr
+    run_id = json.loads(again.stdout)["evaluation"]["id"]
+    listed = agentkb("evaluate", kb, "--server", base_url, "--list", "--json")
+    assert [r["id"] for r in json.loads(listed.stdout)][0] == run_id
+    shown = agentkb("evaluate", kb, "--server", base_url, "--show", str(run_id))
+    assert shown.returncode == 0 and "4 questions" in shown.stdout and DOCS["b2"][:30] in shown.stdout
+    refused = agentkb("evaluate", kb, "--server", base_url, "--test-table", f"files.g_{unique}", "--generate")
+    assert refused.returncode == 1 and "extractive" in refused.stderr

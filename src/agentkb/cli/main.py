@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from agentkb import __version__
+from agentkb.cli.evaluate import evaluate
 from agentkb.cli.ingest import ingest
 from agentkb.cli.keys import keys, with_services
 
@@ -110,6 +111,7 @@ def worker(
 
 
 app.command("ingest")(ingest)
+app.command("evaluate")(evaluate)
 app.add_typer(keys, name="keys")
 
 
