@@ -84,6 +84,7 @@ def _table(value: Any, key: str) -> tuple[str, ...]:
     parts = value.split(".") if isinstance(value, str) else value
     if not isinstance(parts, list | tuple) or not all(isinstance(p, str) and p for p in parts) or not parts:
         raise BadRequest(f"EVALUATE parameter '{key}' must name a table: <database>.<table>")
+    check_storable(list(parts), key)
     if len(parts) < 2:
         raise BadRequest(
             f"Can't find database, table name must have at least 2 parts: {'.'.join(parts)} "
@@ -94,6 +95,7 @@ def _table(value: Any, key: str) -> tuple[str, ...]:
 
 def evaluate_input(params: Mapping[str, Any]) -> EvaluateInput:
     """EVALUATE's USING parameters (lower-cased keys; a table as `db.table` text or its parts)."""
+    check_storable(dict(params), "EVALUATE parameters")
     unknown = sorted(set(params) - set(PARAMETERS))
     if unknown:
         raise BadRequest(f"Unknown EVALUATE parameter {unknown[0]!r}; use: {', '.join(PARAMETERS)}")

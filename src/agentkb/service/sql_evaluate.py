@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from mindsdb_sql_parser import ast, parse_sql
 
-from agentkb.errors import BadRequest
+from agentkb.errors import AgentKBError, BadRequest
 from agentkb.ingest.files.parse import Tabular
 from agentkb.service.evaluate import evaluate_input
 from agentkb.service.files import check_file_name
@@ -58,7 +58,15 @@ class SQLTables:
         self.files = files
 
     async def _rows(self, select: ast.Select, db: str) -> list[dict[str, Any]]:
-        result = await self.sql.execute(select.to_string(), db)
+        query = select.to_string()
+        try:
+            result = await self.sql.execute(query, db)
+        except AgentKBError:
+            raise
+        except Exception as exc:  # a data source's own errors: the query named there is the caller's
+            raise BadRequest(f"{query} failed: {type(exc).__name__}: {exc}") from exc
+        if result.kind != "table":
+            raise BadRequest(f"{query} returned no table")
         return [dict(zip(result.column_names, row, strict=False)) for row in result.data]
 
     async def select(self, sql: str, db: str, default_limit: int) -> list[dict[str, Any]]:
