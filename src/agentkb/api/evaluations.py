@@ -98,7 +98,7 @@ async def evaluate_knowledge_base(
     )
 
 
-@router.get("/evaluations", response_model=list[EvaluationRecord], responses=problems(404))
+@router.get("/evaluations", response_model=list[EvaluationRecord], responses=problems(400, 404))
 async def list_evaluations(
     project_name: str,
     kb_name: str,
@@ -109,6 +109,6 @@ async def list_evaluations(
     return JSON([record(run, kb_name) for run in runs])
 
 
-@router.get("/evaluations/{evaluation_id}", response_model=EvaluationRecord, responses=problems(404))
+@router.get("/evaluations/{evaluation_id}", response_model=EvaluationRecord, responses=problems(400, 404))
 async def get_evaluation(project_name: str, kb_name: str, evaluation_id: int, services: ServicesDep) -> Any:
     return JSON(record(await services.evaluations.get_run(project_name, kb_name, evaluation_id), kb_name))
