@@ -22,6 +22,9 @@ pytest_plugins = ["tests.externals"]
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# One key for every app and service this test process builds on the shared database (they would each
+# generate their own key file otherwise, and could not read each other's secrets).
+os.environ.setdefault("AGENTKB_SECRET_KEY", "8yOMxCOpKOmJ1D2cLRqQjh9ngKk8p3lKMCa2ZgbYzR4=")
 
 
 def free_port() -> int:

@@ -15,7 +15,9 @@ from contextlib import asynccontextmanager
 
 from pydantic_ai.models import create_async_httpx2_client
 
+from agentkb import logs, secrecy
 from agentkb.kb.embedders.registry import EmbedderRegistry
+from agentkb.service import secrets
 from agentkb.service.container import Services, build_services
 from agentkb.service.lifecycle import Shutdown
 from agentkb.settings import Settings
@@ -32,6 +34,8 @@ async def open_runtime(
 ) -> AsyncIterator[Services]:
     """Open everything; on exit (or as soon as `shutdown` begins, for the worker) close it in order."""
     shutdown = shutdown or Shutdown()
+    logs.mask_records()
+    box = await asyncio.to_thread(open_secret_box, settings)
     embedded: EmbeddedPostgres | None = None
     url = settings.database_url
     if url is None:
@@ -44,7 +48,8 @@ async def open_runtime(
     http_client = create_async_httpx2_client()
     try:
         await asyncio.to_thread(migrate.upgrade, url)
-        services = build_services(settings, db, EmbedderRegistry(), http_client, shutdown)
+        await secrets.seal_plaintext(db, box)  # records from before secrets were encrypted
+        services = build_services(settings, db, EmbedderRegistry(), http_client, shutdown, box=box)
         await services.projects.ensure_default()
         if run_worker:
             worker_task = asyncio.create_task(
@@ -67,6 +72,23 @@ async def open_runtime(
         await db.close()
         if embedded is not None:
             await asyncio.to_thread(embedded.stop)
+
+
+def open_secret_box(settings: Settings) -> secrecy.SecretBox:
+    """The key that seals stored secrets: `AGENTKB_SECRET_KEY`, else the key file (made on first start)."""
+    source = secrecy.load_keys(settings)
+    for warning in source.warnings:
+        log.warning("%s", warning)
+    if source.created:
+        log.info("generated a secret key in %s (back it up: the stored secrets need it)", source.path)
+        if settings.database_url is not None:
+            log.warning(
+                "AGENTKB_DATABASE_URL is set but AGENTKB_SECRET_KEY is not: the key generated in %s belongs "
+                "to this host; every process sharing the database must use the same key (set "
+                "AGENTKB_SECRET_KEY on all of them, or copy the file)",
+                source.path,
+            )
+    return source.box()
 
 
 async def _stop_worker_on_shutdown(

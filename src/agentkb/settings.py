@@ -105,6 +105,16 @@ class Settings(BaseSettings):
         description="Browser origins allowed to call the API (CORS), comma-separated or a JSON list; `*` "
         "allows any. Empty (the default): no CORS headers are sent.",
     )
+    secret_key: SecretStr | None = Field(
+        default=None,
+        description="Fernet key(s) encrypting the secrets stored in the database (provider keys, passwords); "
+        "comma-separated: the first encrypts, all decrypt. Unset: the key file `secret_key_file`.",
+    )
+    secret_key_file: Path | None = Field(
+        default=None,
+        description="Key file used when `secret_key` is unset (default `<data_dir>/secret.key`, created "
+        "with mode 0600 on first start).",
+    )
     log_level: str = Field(default="INFO", description="Log level (DEBUG, INFO, WARNING, ERROR).")
     log_format: Literal["text", "json"] = Field(default="text", description="Log lines as text or JSON.")
 
@@ -112,6 +122,11 @@ class Settings(BaseSettings):
     @classmethod
     def _expand(cls, value: Path) -> Path:
         return value.expanduser().resolve()
+
+    @field_validator("secret_key_file")
+    @classmethod
+    def _expand_optional(cls, value: Path | None) -> Path | None:
+        return value.expanduser().resolve() if value is not None else None
 
     @field_validator("cors_origins", mode="before")
     @classmethod

@@ -1,4 +1,4 @@
-"""Checks shared by the services: names, references, storable JSON."""
+"""Checks shared by the services: names, references, storable JSON. (Masking secrets: `secrecy`.)"""
 
 from __future__ import annotations
 
@@ -58,10 +58,3 @@ def check_str_list(value: Any, field: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise BadRequest(f"'{field}' must be a list of non-empty strings", title="Invalid value")
     return check_storable(value, field)  # type: ignore[no-any-return]
-
-
-def mask_secrets(model: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Hide credentials as MindsDB does in knowledge-base responses."""
-    if model is None:
-        return None
-    return {k: ("******" if k in ("api_key", "private_key") and v else v) for k, v in model.items()}

@@ -14,7 +14,6 @@ EMPTY_PARAMS = (
     "POST /api/databases checks the parameters (400 'parameter 'user' is required' / 'host'); MindsDB stores a "
     "data source with any parameters, {} included, without connecting"
 )
-PUT_DATABASE = "PUT /api/databases/{name} (create or update a data source) is not served (405)"
 RECORD = (
     "the data-source record carries `parameters` (masked) where MindsDB's POST answer is exactly {name, engine, "
     "type, id}"
@@ -126,7 +125,7 @@ def test_create_database_no_engine_aborts(client: httpx.Client) -> None:
     assert response.status_code == HTTPStatus.BAD_REQUEST
 
 
-@pytest.mark.xfail(strict=True, reason=f"{PUT_DATABASE}; then: {RECORD}")
+@pytest.mark.xfail(strict=True, reason=f"{EMPTY_PARAMS} (PUT creates as POST does); then: {RECORD}")
 def test_update_database_creates_database(client: httpx.Client) -> None:
     """Origin: test_update_database_creates_database (MindsDB @v26.1.0)."""
     database_data = {"database": {"name": "test_update_creates", "engine": "postgres", "parameters": {}}}
@@ -139,7 +138,7 @@ def test_update_database_creates_database(client: httpx.Client) -> None:
     assert new_db == expected_db
 
 
-@pytest.mark.xfail(strict=True, reason=f"{EMPTY_PARAMS}; {PUT_DATABASE}; then: {GET_RECORD}")
+@pytest.mark.xfail(strict=True, reason=f"{EMPTY_PARAMS}; then: {GET_RECORD}")
 def test_update_database(client: httpx.Client) -> None:
     """Origin: test_update_database (MindsDB @v26.1.0)."""
     database_data = {"database": {"name": "test_update", "engine": "postgres", "parameters": {}}}
@@ -165,7 +164,6 @@ def test_update_database(client: httpx.Client) -> None:
     assert updated_db == expected_db
 
 
-@pytest.mark.xfail(strict=True, reason=PUT_DATABASE)
 def test_update_database_no_database_aborts(client: httpx.Client) -> None:
     """Origin: test_update_database_no_database_aborts (MindsDB @v26.1.0)."""
     mindsdb_data = {"name": "test_postgres", "engine": "postgres", "parameters": {}}
@@ -204,10 +202,6 @@ def test_delete_system_database(client: httpx.Client) -> None:
     assert response.status_code == HTTPStatus.BAD_REQUEST
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=f"{PUT_DATABASE} (with check_connection: a failed connection is 400 'Connection error')",
-)
 def test_update_database_check_connection_with_invalid_parameters(client: httpx.Client) -> None:
     """Origin: test_update_database_check_connection_with_invalid_parameters (MindsDB @v26.1.0)."""
     # Test that PUT with check_connection=true and invalid parameters returns an error

@@ -12,8 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentkb.api.deps import ServicesDep
 from agentkb.api.responses import JSON, problems
+from agentkb.secrecy import mask_secrets
 from agentkb.service.data_sources import is_system
-from agentkb.service.types import SUPPORTED_ENGINES, DataSourceRow, Project, mask_parameters
+from agentkb.service.types import SUPPORTED_ENGINES, DataSourceRow, Project
 
 router = APIRouter(prefix="/api/databases", tags=["databases"])
 
@@ -52,7 +53,7 @@ def data_record(row: DataSourceRow) -> dict[str, Any]:
         "type": "data",
         "id": row.id,
         "engine": row.engine,
-        "parameters": mask_parameters(row.parameters),
+        "parameters": mask_secrets(row.parameters),
     }
 
 
@@ -85,6 +86,20 @@ async def get_database(database_name: str, services: ServicesDep) -> Any:
     if project is not None:
         return JSON(project_record(project))
     return JSON(data_record(await services.data_sources.get(database_name)))
+
+
+@router.put(
+    "/{database_name}",
+    response_model=DatabaseRecord,
+    responses={201: {"model": DatabaseRecord, "description": "Created"}, **problems(400, 409, 413)},
+)
+@router.put("/{database_name}/", include_in_schema=False)
+async def put_database(database_name: str, body: DatabaseRequest, services: ServicesDep) -> Any:
+    """Create the data source (201), or update its parameters (200): the given ones over the stored
+    ones; a secret sent back as `******` keeps the stored secret."""
+    fields = body.database
+    row, created = await services.data_sources.put(database_name, fields.engine, fields.parameters)
+    return JSON(data_record(row), status_code=201 if created else 200)
 
 
 @router.delete("/{database_name}", status_code=204, responses=problems(400, 404))

@@ -9,6 +9,8 @@ import orjson
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from agentkb.secrecy import mask_text
+
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 
 
@@ -18,10 +20,12 @@ class JSON(JSONResponse):
 
 
 class Problem(JSONResponse):
+    """An error answer; its detail never shows a secret (`secrecy.mask_text`)."""
+
     media_type = PROBLEM_MEDIA_TYPE
 
     def __init__(self, status: int, title: str, detail: str, **extra: Any) -> None:
-        super().__init__({"title": title, "detail": detail, **extra}, status_code=status)
+        super().__init__({"title": title, "detail": mask_text(detail), **extra}, status_code=status)
 
     def render(self, content: Any) -> bytes:
         return orjson.dumps(content)

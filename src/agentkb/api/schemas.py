@@ -6,9 +6,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentkb.secrecy import mask_secrets
 from agentkb.service.types import AgentRow, JobRow, KnowledgeBaseRow, Project
 from agentkb.timestamps import optional_timestamp, timestamp
-from agentkb.validation import mask_secrets
 
 Id = int | str
 
@@ -72,7 +72,7 @@ def agent_record(row: AgentRow) -> dict[str, Any]:
         "prompt_template": row.prompt_template,
     }
     if row.params:
-        record["params"] = row.params
+        record["params"] = mask_secrets(row.params)  # only `model` is echoed whole (spec 2.1)
     return record
 
 
@@ -132,7 +132,7 @@ def kb_record(row: KnowledgeBaseRow) -> dict[str, Any]:
         "metadata_columns": row.metadata_columns,
         "content_columns": row.content_columns,
         "id_column": row.id_column,
-        "params": row.params,
+        "params": mask_secrets(row.params),
     }
 
 

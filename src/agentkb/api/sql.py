@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 from agentkb.api.deps import ServicesDep
 from agentkb.api.responses import JSON, problems
 from agentkb.errors import AgentKBError
+from agentkb.secrecy import mask_text
 
 router = APIRouter(tags=["sql"])
 log = logging.getLogger(__name__)
@@ -65,14 +66,16 @@ async def sql_query(body: SQLRequest, services: ServicesDep) -> Any:
     try:
         result = await services.sql.execute(body.query, db, body.params)
     except AgentKBError as exc:
-        return JSON({"type": "error", "error_code": 0, "error_message": exc.detail, "context": {"db": db}})
+        return JSON(
+            {"type": "error", "error_code": 0, "error_message": mask_text(exc.detail), "context": {"db": db}}
+        )
     except Exception as exc:  # never a 500 here: MindsDB clients expect a typed error answer
         log.exception("SQL statement failed: %s", body.query[:200])
         return JSON(
             {
                 "type": "error",
                 "error_code": 0,
-                "error_message": f"{type(exc).__name__}: {exc}",
+                "error_message": mask_text(f"{type(exc).__name__}: {exc}"),
                 "context": {"db": db},
             }
         )

@@ -1,14 +1,22 @@
-"""Agents: stored configurations (model, connected data, prompt) inside a project."""
+"""Agents: stored configurations (model, connected data, prompt) inside a project.
+
+Secret fields of `model` and `params` are stored sealed (`secrecy.SecretBox`). The spec has the agent
+record echo `model` (its `api_key` included), so the rows this service returns carry `model` revealed (a
+secret that cannot be decrypted reads `******`); `params` stay sealed and are masked by the encoders.
+`get_for_run` reveals strictly, for calling the provider. A secret sent back as `******` on update keeps
+the stored one.
+"""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
 from agentkb.errors import BadRequest, Conflict, agent_not_found, project_not_found
+from agentkb.secrecy import SecretBox, restore_masked
 from agentkb.service import projects
 from agentkb.storage import agents as repo
 from agentkb.storage.agents import AgentRow
@@ -146,22 +154,34 @@ def _data(given: AgentInput) -> Any:
 
 
 class AgentService:
-    def __init__(self, db: Database, default_model: dict[str, Any]) -> None:
+    def __init__(self, db: Database, default_model: dict[str, Any], *, box: SecretBox | None = None) -> None:
         self.db = db
         self.default_model = default_model
+        self.box = box or SecretBox.from_environment()
+
+    def _shown(self, agent: AgentRow) -> AgentRow:
+        return replace(agent, model=self.box.reveal(agent.model, f"agent {agent.name} model", strict=False))
 
     async def list(self, project_name: str) -> list[AgentRow]:
         async with self.db.connect() as conn:
             project = await projects.resolve(conn, project_name)
-            return await repo.list_for_project(conn, project.id)
+            return [self._shown(a) for a in await repo.list_for_project(conn, project.id)]
 
-    async def get(self, project_name: str, name: str) -> AgentRow:
+    async def _stored(self, project_name: str, name: str) -> AgentRow:
         async with self.db.connect() as conn:
             project = await projects.resolve(conn, project_name)
             agent = await repo.get(conn, project.id, name) if is_identifier(name) else None
         if agent is None:
             raise agent_not_found(name)
         return agent
+
+    async def get(self, project_name: str, name: str) -> AgentRow:
+        return self._shown(await self._stored(project_name, name))
+
+    async def get_for_run(self, project_name: str, name: str) -> AgentRow:
+        """The agent with its model's secrets decrypted (`SecretUnavailable` if one cannot be)."""
+        agent = await self._stored(project_name, name)
+        return replace(agent, model=self.box.reveal(agent.model, f"agent {agent.name} model"))
 
     async def create(self, project_name: str, given: AgentInput) -> AgentRow:
         name = check_name(given.name, "name")
@@ -174,10 +194,10 @@ class AgentService:
                 data = build_data(_data(given) or {}, project)
                 values = {
                     "name": name,
-                    "model": model,
+                    "model": self.box.seal(model),
                     "data": data,
                     "prompt_template": prompt,
-                    "params": params,
+                    "params": self.box.seal(params),
                 }
                 agent = await repo.insert_new(conn, project.id, values)
         except IntegrityError as exc:  # the project was deleted while we inserted
@@ -187,7 +207,7 @@ class AgentService:
                 f"Agent with name {name} already exists. Please choose a different one.",
                 title="Agent already exists",
             )
-        return agent
+        return self._shown(agent)
 
     async def update(self, project_name: str, name: str, given: AgentInput) -> AgentRow:
         model = build_model(given, self.default_model)
@@ -204,18 +224,18 @@ class AgentService:
                     raise Conflict(f"Agent with name {new_name} already exists", title="Agent already exists")
                 values["name"] = new_name
             if model is not None:
-                values["model"] = model
+                values["model"] = self.box.seal(restore_masked(model, agent.model))
             data = _data(given)
             if data is not None:
                 values["data"] = build_data(data, project)
             if prompt is not None:
                 values["prompt_template"] = prompt
             if given.params is not None:
-                merged = {**agent.params, **_params(given)}
-                values["params"] = {k: v for k, v in merged.items() if v is not None}
+                merged = {**agent.params, **restore_masked(_params(given), agent.params)}
+                values["params"] = self.box.seal({k: v for k, v in merged.items() if v is not None})
             try:
                 async with conn.begin_nested():
-                    return await repo.update(conn, agent.id, values)
+                    return self._shown(await repo.update(conn, agent.id, values))
             except IntegrityError as exc:  # a concurrent rename took the name
                 raise Conflict(
                     f"Agent with name {new_name} already exists", title="Agent already exists"

@@ -20,6 +20,7 @@ import hmac
 import ipaddress
 import re
 import secrets
+import time
 from dataclasses import dataclass
 from typing import Literal
 
@@ -33,6 +34,7 @@ KEY_PREFIX = "akb_"
 KEY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 MAX_CREDENTIAL = 512  # longer is no credential of ours: refused without a database round trip
 TOUCH_AFTER_S = 60.0  # an API key's `last_used_at` is recorded at most once a minute
+KEYS_RECHECK_S = 1.0  # how long "no API key exists" (auth off) is trusted before asking again
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,14 +90,21 @@ class AuthService:
         self.allow_no_auth = settings.allow_no_auth
         # an exposed server never runs open by accident, even after its last API key is revoked
         self.always_on = not settings.allow_no_auth and not is_loopback(settings.host)
+        self._any_key: tuple[bool, float] | None = None  # (a key exists, when that was read)
 
     @property
     def login_enabled(self) -> bool:
         return self.username is not None and self._password is not None
 
     async def any_key(self) -> bool:
-        async with self.db.connect() as conn:
-            return await repo.any_key(conn)
+        """Whether an API key exists, read at most once per `KEYS_RECHECK_S` (so that a server with auth off
+        costs no database round trip per request): a first key created elsewhere (`agentkb keys create`)
+        turns auth on within that time. Key *validity* is never cached: a revoke takes effect at once."""
+        now = time.monotonic()
+        if self._any_key is None or now - self._any_key[1] > KEYS_RECHECK_S:
+            async with self.db.connect() as conn:
+                self._any_key = (await repo.any_key(conn), now)
+        return self._any_key[0]
 
     async def configured(self) -> bool:
         """A login is configured or an API key exists."""

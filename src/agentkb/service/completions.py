@@ -3,12 +3,14 @@
 Unknown projects and agents, and requests without a question, fail before anything is streamed (404 /
 400 problem+json; MindsDB's stream route answers 500 for an unknown project). Each run's trace is stored
 when the run ends, however it ends: completed, error, timeout or cancelled (the client went away).
+The agent's provider key is decrypted for the run only; error texts (events and traces) are masked.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -21,6 +23,7 @@ from agentkb.agents.run import run_agent
 from agentkb.agents.tools import AgentTools
 from agentkb.agents.trace import RunTrace, public_model
 from agentkb.errors import BadRequest, NotFound, UpstreamError
+from agentkb.secrecy import mask_secrets, mask_text, secret_values
 from agentkb.service.agents import AgentService
 from agentkb.service.data_sources import DataSourceService
 from agentkb.service.knowledge_bases import KnowledgeBaseService
@@ -73,7 +76,8 @@ class CompletionService:
     async def stream(self, project: str, agent_name: str, messages: Any) -> AsyncIterator[Event]:
         """Check the request, then return the run's events (Start ... End). 404/400 are raised here."""
         parse_messages(messages)
-        agent, project_name = await self._agent(project, agent_name)
+        agent = await self.agents.get_for_run(project, agent_name)  # 404s for the project or the agent
+        project_name = project.lower()
         provider_name(agent.model)
         timeout_s = _number(agent.params, "timeout", self.settings.agent_timeout_s, minimum=0.001)
         max_steps = int(_number(agent.params, "max_iterations", DEFAULT_MAX_STEPS, minimum=1))
@@ -104,7 +108,7 @@ class CompletionService:
         }
 
     async def trace(self, project: str, agent_name: str, trace_id: str) -> dict[str, Any]:
-        agent, _ = await self._agent(project, agent_name)
+        agent = await self.agents.get(project, agent_name)  # 404s for the project or the agent
         async with self.db.connect() as conn:
             row = await traces.get(conn, agent.id, trace_id)
         if row is None:
@@ -121,19 +125,15 @@ class CompletionService:
             "question": row["question"],
             "answer": row["answer"],
             "status": row["status"],
-            "error": row["error"],
+            "error": mask_text(row["error"]) if row["error"] else row["error"],
             "error_type": error_type,
-            "model": model,
+            "model": mask_secrets(model),
             "steps": row["steps"],
             "usage": usage,
             "started_at": optional_timestamp(started),
             "finished_at": optional_timestamp(finished),
             "duration_ms": round((finished - started).total_seconds() * 1000, 2) if finished else None,
         }
-
-    async def _agent(self, project: str, agent_name: str) -> tuple[AgentRow, str]:
-        agent = await self.agents.get(project, agent_name)  # 404s for the project or the agent
-        return agent, project.lower()
 
     def _tools(self, agent: AgentRow, project_name: str) -> AgentTools:
         return AgentTools(
@@ -165,16 +165,20 @@ class CompletionService:
             async for event in events:
                 if isinstance(event, End):  # stored before the end, so the trace is readable once it arrives
                     await events.aclose()
-                    await self._store(trace)
+                    await self._store(trace, agent)
                     stored = True
+                elif isinstance(event, Error):
+                    event = replace(event, content=mask_text(event.content, secret_values(agent.model)))
                 yield event
         finally:
             await events.aclose()  # cancels the run if the consumer left early
             if not stored:
-                await self._store(trace)
+                await self._store(trace, agent)
 
-    async def _store(self, trace: RunTrace) -> None:
+    async def _store(self, trace: RunTrace, agent: AgentRow) -> None:
         """Best effort, and shielded: a cancelled request still records its (cancelled) run."""
+        if trace.error is not None:
+            trace.error = mask_text(trace.error, secret_values(agent.model))
         with anyio.CancelScope(shield=True), anyio.move_on_after(STORE_GRACE_S):
             try:
                 async with self.db.transaction() as conn:

@@ -10,6 +10,7 @@ import httpx2
 from agentkb.ingest.crawl.source import UrlSource
 from agentkb.ingest.files.source import FileSource
 from agentkb.kb.embedders.registry import EmbedderRegistry
+from agentkb.secrecy import SecretBox
 from agentkb.service.agents import AgentService
 from agentkb.service.auth import AuthService
 from agentkb.service.completions import CompletionService
@@ -32,6 +33,7 @@ from agentkb.storage.db import Database
 @dataclass(frozen=True, slots=True)
 class Services:
     settings: Settings
+    box: SecretBox
     projects: ProjectService
     agents: AgentService
     knowledge_bases: KnowledgeBaseService
@@ -61,16 +63,20 @@ def build_services(
     embedders: EmbedderRegistry,
     http_client: httpx2.AsyncClient,
     shutdown: Shutdown | None = None,
+    *,
+    box: SecretBox | None = None,
 ) -> Services:
     """`http_client` is the one HTTP client of the LLM providers (the runtime owns and closes it);
-    `shutdown` is the process's (the runtime stops the worker when it begins)."""
+    `shutdown` is the process's (the runtime stops the worker when it begins); `box` seals and reveals
+    stored secrets (default: `AGENTKB_SECRET_KEY` alone; the runtime passes its own)."""
     shutdown = shutdown or Shutdown()
-    data_sources = DataSourceService(db)
-    agent_service = AgentService(db, settings.default_model)
-    kb_service = KnowledgeBaseService(db, settings.default_embedding_model, embedders.dimension)
-    search = SearchService(db, embedders)
+    box = box or SecretBox.from_environment()
+    data_sources = DataSourceService(db, box=box)
+    agent_service = AgentService(db, settings.default_model, box=box)
+    kb_service = KnowledgeBaseService(db, settings.default_embedding_model, embedders.dimension, box=box)
+    search = SearchService(db, embedders, box=box)
     files = FileService(db, settings.data_dir / "files", max_bytes=settings.max_upload_bytes)
-    ingest = IngestService(db, embedders, data_sources, heartbeat_s=settings.job_heartbeat_s)
+    ingest = IngestService(db, embedders, data_sources, heartbeat_s=settings.job_heartbeat_s, box=box)
     ingest.document_sources["files"] = FileSource(files)
     ingest.document_sources["urls"] = UrlSource(settings.crawl_allow_private)
     projects = ProjectService(db, settings.default_project)
@@ -92,6 +98,7 @@ def build_services(
     sql.evaluations = evaluations
     return Services(
         settings=settings,
+        box=box,
         projects=projects,
         agents=agent_service,
         knowledge_bases=kb_service,

@@ -1,6 +1,8 @@
 """Data sources: external databases (MindsDB "integrations") that agents and knowledge bases read with SQL.
 
 Names share MindsDB's one namespace with projects and system databases, and are matched case-insensitively.
+Secret parameters (`password`, tokens, keys) are stored sealed (`secrecy.SecretBox`), masked by the
+encoders, and decrypted only to connect. A secret sent back as `******` on update keeps the stored one.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any, cast
 from sqlalchemy import Engine
 
 from agentkb.errors import BadRequest, Conflict, NotFound
+from agentkb.secrecy import SecretBox, restore_masked
 from agentkb.sql import datasources, pushdown
 from agentkb.storage import data_sources as repo
 from agentkb.storage import projects as project_rows
@@ -40,8 +43,9 @@ def is_system(name: str) -> bool:
 
 
 class DataSourceService:
-    def __init__(self, db: Database, *, max_streams: int = 8) -> None:
+    def __init__(self, db: Database, *, max_streams: int = 8, box: SecretBox | None = None) -> None:
         self.db = db
+        self.box = box or SecretBox.from_environment()
         self._engines = datasources.EngineCache()
         # Streams block their thread on backpressure: give them their own pool, not the loop's default one.
         self._workers = ThreadPoolExecutor(max_workers=max_streams, thread_name_prefix="agentkb-pushdown")
@@ -83,10 +87,37 @@ class DataSourceService:
         async with self.db.transaction() as conn:
             row = None
             if await project_rows.get(conn, checked) is None:
-                row = await repo.insert_new(conn, checked, kind, params)
+                row = await repo.insert_new(conn, checked, kind, self.box.seal(params))
         if row is None:
             raise name_conflict(checked)
         return row
+
+    async def put(self, name: str, engine: object, parameters: object) -> tuple[DataSourceRow, bool]:
+        """MindsDB's `PUT /api/databases/{name}`: create the data source (True), or update its parameters
+        (False): the given ones over the stored ones, `******` keeping a stored secret; the merged
+        parameters are tested before they are stored. The engine cannot change."""
+        stored = None
+        if is_identifier(name):
+            async with self.db.connect() as conn:
+                stored = await repo.get(conn, name.lower())
+        if stored is None:
+            return await self.create(name, engine, parameters), True
+        key = stored.name
+        if engine is not None and datasources.check_engine(engine) != stored.engine:
+            raise BadRequest(
+                f"Database {key} uses engine {stored.engine}; the engine cannot change",
+                title="Invalid engine",
+            )
+        given = {} if parameters is None else check_dict(parameters, "parameters")
+        merged = {**stored.parameters, **restore_masked(given, stored.parameters)}
+        plain = self.box.reveal(merged, f"database {key} parameters")
+        datasources.connection_spec(stored.engine, plain)
+        await asyncio.to_thread(datasources.test_connection, stored.engine, plain)
+        async with self.db.transaction() as conn:
+            row = await repo.update_parameters(conn, key, self.box.seal(merged))
+        if row is None:
+            raise database_not_found(name)
+        return row, False
 
     async def delete(self, name: str) -> None:
         if is_system(name):
@@ -108,7 +139,8 @@ class DataSourceService:
     async def engine_for(self, name: str) -> tuple[Engine, str]:
         """The data source's pooled engine and its pushdown dialect (`postgres`, `mysql` or `sqlite`)."""
         row = await self.get(name)
-        return self._engines.get(row.name, row.engine, row.parameters), datasources.dialect_of(row.engine)
+        parameters = self.box.reveal(row.parameters, f"database {row.name} parameters")
+        return self._engines.get(row.name, row.engine, parameters), datasources.dialect_of(row.engine)
 
     async def stream_query(self, sql: str, batch_size: int = 1000) -> AsyncIterator[Batch]:
         """Parse and validate `sql`, then yield `(columns, rows)` batches read in a worker thread.

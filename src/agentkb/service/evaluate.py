@@ -31,12 +31,13 @@ from agentkb.errors import BadRequest, NotFound, UpstreamError
 from agentkb.kb import evaluate as metrics
 from agentkb.kb import rerank
 from agentkb.kb.search import SearchOptions
+from agentkb.secrecy import mask_secrets, mask_text, secret_values
 from agentkb.service.search import SearchService
 from agentkb.storage import evaluations as repo
 from agentkb.storage.db import Database
 from agentkb.storage.evaluations import EvaluationRow
 from agentkb.storage.knowledge_bases import KnowledgeBaseRow
-from agentkb.validation import check_storable, mask_secrets
+from agentkb.validation import check_storable
 
 __all__ = [
     "EvaluateInput",
@@ -212,7 +213,9 @@ class EvaluateService:
 
     def llm_for(self, given: dict[str, Any] | None, kb: KnowledgeBaseRow) -> dict[str, Any]:
         """`llm`, else the KB's reranking model, over the default model when the provider is the same."""
-        chosen = given if given is not None else kb.reranking_model
+        chosen = given
+        if chosen is None and kb.reranking_model:
+            chosen = self.search.box.reveal(kb.reranking_model, f"knowledge base {kb.name} reranking_model")
         base = dict(self.default_model)
         if not chosen:
             return base
@@ -262,8 +265,11 @@ class EvaluateService:
                     response = await model_request(model, [request], model_settings=settings)
                 except Exception as exc:  # the providers raise many kinds of errors
                     raise UpstreamError(
-                        f"The LLM {llm.get('model_name')!r} failed to generate test data: "
-                        f"{type(exc).__name__}: {exc}",
+                        mask_text(
+                            f"The LLM {llm.get('model_name')!r} failed to generate test data: "
+                            f"{type(exc).__name__}: {exc}",
+                            secret_values(llm),
+                        ),
                         title="LLM error",
                     ) from exc
             try:

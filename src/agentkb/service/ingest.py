@@ -1,5 +1,8 @@
 """Inserting into a knowledge base (spec 4.5): settings from `params`, then rows → files → urls → query,
-all in one transaction: an insert is applied whole or not at all. Every insert is a job (`job_runner`)."""
+all in one transaction: an insert is applied whole or not at all. Every insert is a job (`job_runner`).
+
+An insert's `params` may set a new `embedding_model` / `reranking_model`: a secret sent as `******` keeps
+the knowledge base's stored one, and secrets are sealed before the job (and its request) is stored."""
 
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ from agentkb.ingest.request import (
 from agentkb.kb.chunking import chunking_config
 from agentkb.kb.embedders import config as embedding_config
 from agentkb.kb.embedders.registry import EmbedderRegistry
+from agentkb.secrecy import SecretBox, restore_masked
 from agentkb.service import projects
 from agentkb.service.job_runner import JobRunner
 from agentkb.storage import chunks, jobs
@@ -42,10 +46,17 @@ class IngestService:
     `submit(wait=False)` queues it for a worker (`ingest.jobs.JobWorker`)."""
 
     def __init__(
-        self, db: Database, embedders: EmbedderRegistry, data_sources: RowStream, *, heartbeat_s: float = 5.0
+        self,
+        db: Database,
+        embedders: EmbedderRegistry,
+        data_sources: RowStream,
+        *,
+        heartbeat_s: float = 5.0,
+        box: SecretBox | None = None,
     ) -> None:
         self.db = db
         self.embedders = embedders
+        self.box = box or SecretBox.from_environment()
         self.data_sources = data_sources
         self.runner = JobRunner(db, self._execute, heartbeat_s=heartbeat_s)
         self.document_sources: dict[str, DocumentSource] = {}  # "files", "urls": registered by the app
@@ -83,6 +94,9 @@ class IngestService:
             kb = await repo.get(conn, project.id, kb_name) if is_identifier(kb_name) else None
             if kb is None:
                 raise kb_not_found(kb_name)
+            if "params" in request:
+                stored = {"embedding_model": kb.embedding_model, "reranking_model": kb.reranking_model}
+                request["params"] = self.box.seal(restore_masked(request["params"], stored))
             job = await jobs.create(
                 conn,
                 job_id=uuid.uuid4().hex,
@@ -109,7 +123,9 @@ class IngestService:
             if kb is None:
                 raise NotFound("The knowledge base of this job was deleted", title="Knowledge Base not found")
             kb = await self._apply_settings(conn, kb, given)
-            embedder = self.embedders.get(kb.embedding_model)
+            embedder = self.embedders.get(
+                self.box.reveal(kb.embedding_model, f"knowledge base {kb.name} embedding_model")
+            )
             ingestor = Ingestor(
                 conn,
                 kb.id,
@@ -152,7 +168,7 @@ class IngestService:
                 raise BadRequest("'params.id_column' must be a string", title="Invalid value")
             values["id_column"] = params["id_column"]
         if params.get("reranking_model") is not None:
-            values["reranking_model"] = params["reranking_model"] or None
+            values["reranking_model"] = self.box.seal(params["reranking_model"]) or None
         if params.get("embedding_model") is not None:
             values.update(await self._embedder_change(conn, kb, params["embedding_model"]))
         for key in ("chunk_size", "chunk_overlap"):
@@ -171,7 +187,7 @@ class IngestService:
     async def _embedder_change(
         self, conn: AsyncConnection, kb: KnowledgeBaseRow, given: Any
     ) -> dict[str, Any]:
-        new = embedding_config.normalize(given, kb.embedding_model)
+        new = self.box.seal(embedding_config.normalize(given, kb.embedding_model))
         same_model = all(
             new.get(k) == kb.embedding_model.get(k) for k in ("provider", "model_name", "dimensions")
         )
@@ -184,7 +200,9 @@ class IngestService:
                 "its embedding model cannot change. Create a new knowledge base for the new model.",
                 title="Embedding model cannot change",
             )
-        dim = await self.embedders.dimension(new)
+        dim = await self.embedders.dimension(
+            self.box.reveal(new, f"knowledge base {kb.name} embedding_model")
+        )
         if dim != kb.vector_dim:
             await chunks.drop_chunk_table(conn, kb.storage_table)
             await chunks.create_chunk_table(conn, kb.storage_table, dim)

@@ -17,12 +17,17 @@ from typing import Any
 
 from agentkb.errors import AgentKBError, Conflict
 from agentkb.ingest.request import JobCancelled, Progress
+from agentkb.secrecy import mask_text
 from agentkb.storage import jobs
 from agentkb.storage.db import Database
 from agentkb.storage.jobs import JobRow
 
 log = logging.getLogger("agentkb.ingest")
 Execute = Callable[[JobRow, Progress], Awaitable[None]]
+
+
+def _masked(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: mask_text(v) if isinstance(v, str) else v for k, v in item.items()} for item in errors]
 
 
 class JobRunner:
@@ -73,7 +78,7 @@ class JobRunner:
         """Record progress; raise `JobCancelled` when a cancel was requested meanwhile."""
         progress.counts.update(counts)
         async with self.db.transaction() as conn:
-            if await jobs.progress(conn, progress.job_id, progress.counts, progress.errors):
+            if await jobs.progress(conn, progress.job_id, progress.counts, _masked(progress.errors)):
                 progress.cancel_requested = True
         if progress.cancel_requested:
             raise JobCancelled
@@ -88,5 +93,7 @@ class JobRunner:
                     return
 
     async def _finish(self, job_id: str, state: str, progress: Progress, error: str | None) -> None:
+        """Record how the job ended; its error texts are masked (`secrecy.mask_text`) before they are stored."""
+        masked = mask_text(error) if error else error
         async with self.db.transaction() as conn:
-            await jobs.finish(conn, job_id, state, progress.counts, progress.errors, error)
+            await jobs.finish(conn, job_id, state, progress.counts, _masked(progress.errors), masked)

@@ -1,4 +1,8 @@
-"""Knowledge bases: records plus their chunk tables, created and dropped together."""
+"""Knowledge bases: records plus their chunk tables, created and dropped together.
+
+Secret fields of `embedding_model`, `reranking_model` and `params` are stored sealed
+(`secrecy.SecretBox`); rows come back sealed, the encoders mask them, and the search and ingest services
+reveal them where they call the provider."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from sqlalchemy.exc import IntegrityError
 from agentkb.errors import BadRequest, Conflict, kb_not_found, project_not_found
 from agentkb.kb.embedders import config as embedding_config
 from agentkb.kb.filters import Filter
+from agentkb.secrecy import SecretBox
 from agentkb.service import projects
 from agentkb.storage import chunk_search, chunks
 from agentkb.storage import knowledge_bases as repo
@@ -58,11 +63,17 @@ def _id_column(value: Any) -> str | None:
 
 class KnowledgeBaseService:
     def __init__(
-        self, db: Database, default_embedding_model: dict[str, Any], dimension: DimensionResolver
+        self,
+        db: Database,
+        default_embedding_model: dict[str, Any],
+        dimension: DimensionResolver,
+        *,
+        box: SecretBox | None = None,
     ) -> None:
         self.db = db
         self.default_embedding_model = default_embedding_model
         self.dimension = dimension
+        self.box = box or SecretBox.from_environment()
 
     async def list(self, project_name: str) -> list[KnowledgeBaseRow]:
         async with self.db.connect() as conn:
@@ -87,8 +98,8 @@ class KnowledgeBaseService:
             params["requested_storage"] = check_dict(given.storage, "storage")
         values = {
             "name": name,
-            "embedding_model": embedding,
-            "reranking_model": _reranking(given.reranking_model),
+            "embedding_model": self.box.seal(embedding),
+            "reranking_model": self.box.seal(_reranking(given.reranking_model)),
             "metadata_columns": _columns(given.metadata_columns, "metadata_columns"),
             "content_columns": _columns(given.content_columns, "content_columns"),
             "id_column": _id_column(given.id_column),
@@ -111,7 +122,7 @@ class KnowledgeBaseService:
                     **values,
                     "id": kb_id,
                     "project_id": project.id,
-                    "params": params,
+                    "params": self.box.seal(params),
                     "storage_table": table,
                     "vector_dim": dim,
                 }

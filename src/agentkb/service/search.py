@@ -12,6 +12,7 @@ from agentkb.kb import rerank
 from agentkb.kb.embedders.registry import EmbedderRegistry
 from agentkb.kb.lexical import LexicalIndexes
 from agentkb.kb.search import DEFAULT_LIMIT, MAX_CONTENT_LIMIT, Hit, SearchOptions, search
+from agentkb.secrecy import SecretBox
 from agentkb.service import projects
 from agentkb.sql.kbquery import KBQuery
 from agentkb.storage import chunk_search, chunks
@@ -39,9 +40,10 @@ def options_from_query(query: KBQuery) -> SearchOptions:
 
 
 class SearchService:
-    def __init__(self, db: Database, embedders: EmbedderRegistry) -> None:
+    def __init__(self, db: Database, embedders: EmbedderRegistry, *, box: SecretBox | None = None) -> None:
         self.db = db
         self.embedders = embedders
+        self.box = box or SecretBox.from_environment()
         self.lexical = LexicalIndexes()
         self._http: httpx.AsyncClient | None = None
 
@@ -84,15 +86,17 @@ class SearchService:
             limit = min(options.limit if options.limit is not None else DEFAULT_LIMIT, MAX_CONTENT_LIMIT)
             wide = replace(options, limit=rerank.candidates_for(limit), relevance_threshold=None)
             hits = await self._search(kb, wide)
+            model = self.box.reveal(reranker, f"knowledge base {kb.name} reranking_model")
             return await rerank.rerank(
-                self.http, reranker, options.query or "", hits, options.relevance_threshold, limit
+                self.http, model, options.query or "", hits, options.relevance_threshold, limit
             )
         return await self._search(kb, options)
 
     async def _search(self, kb: KnowledgeBaseRow, options: SearchOptions) -> list[Hit]:
         vector = None
         if options.query is not None:
-            vector = await self.embedders.get(kb.embedding_model).embed_query(options.query)
+            config = self.box.reveal(kb.embedding_model, f"knowledge base {kb.name} embedding_model")
+            vector = await self.embedders.get(config).embed_query(options.query)
         lexical = None
         if options.query is not None and options.hybrid and options.alpha < 1.0:
             lexical = await self.lexical.get(

@@ -8,7 +8,7 @@ from agentkb.ingest.request import InsertInput
 from agentkb.kb.filters import Filter, FilterOp
 from agentkb.kb.search import DEFAULT_ALPHA, DEFAULT_FUSION_K, SearchOptions
 from agentkb.service.auth import LoginToken, Principal
-from agentkb.sql.datasources import SUPPORTED_ENGINES, mask_parameters
+from agentkb.sql.datasources import SUPPORTED_ENGINES
 from agentkb.storage.agents import AgentRow
 from agentkb.storage.data_sources import DataSourceRow
 from agentkb.storage.files import FileRow
@@ -41,5 +41,4 @@ __all__ = [
     "SearchOptions",
     "Start",
     "Step",
-    "mask_parameters",
 ]

@@ -1,4 +1,6 @@
-"""`information_schema` tables and `SHOW ...` answers, with a small evaluator for their WHERE/LIKE."""
+"""`information_schema` tables and `SHOW ...` answers, with a small evaluator for their WHERE/LIKE.
+
+Every row is masked (`secrecy.mask_secrets`): no secret of a data source, knowledge base or agent is shown."""
 
 from __future__ import annotations
 
@@ -9,8 +11,7 @@ from typing import Any
 from mindsdb_sql_parser import ast
 
 from agentkb.errors import BadRequest
-from agentkb.sql.datasources import mask_parameters
-from agentkb.validation import mask_secrets
+from agentkb.secrecy import mask_secrets
 
 Rows = list[dict[str, Any]]
 
@@ -100,7 +101,7 @@ def database_rows(projects: list[str], sources: list[Any]) -> Rows:
     rows += [{"NAME": p, "TYPE": "project", "ENGINE": None, "CONNECTION_DATA": None} for p in projects]
     rows.append({"NAME": "files", "TYPE": "data", "ENGINE": "files", "CONNECTION_DATA": {}})  # uploaded files
     rows += [
-        {"NAME": s.name, "TYPE": "data", "ENGINE": s.engine, "CONNECTION_DATA": mask_parameters(s.parameters)}
+        {"NAME": s.name, "TYPE": "data", "ENGINE": s.engine, "CONNECTION_DATA": mask_secrets(s.parameters)}
         for s in sources
     ]
     return rows
@@ -116,7 +117,7 @@ def kb_row(kb: Any) -> dict[str, Any]:
         "METADATA_COLUMNS": kb.metadata_columns,
         "CONTENT_COLUMNS": kb.content_columns,
         "ID_COLUMN": kb.id_column,
-        "PARAMS": kb.params,
+        "PARAMS": mask_secrets(kb.params),
     }
 
 
@@ -128,7 +129,7 @@ def agent_row(agent: Any, project: str) -> dict[str, Any]:
         "PROVIDER": agent.model.get("provider"),
         "DATA": agent.data,
         "PROMPT_TEMPLATE": agent.prompt_template,
-        "PARAMS": agent.params,
+        "PARAMS": mask_secrets(agent.params),
     }
 
 

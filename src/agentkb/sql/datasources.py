@@ -20,6 +20,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
 
 from agentkb.errors import BadRequest
+from agentkb.secrecy import mask_text, secret_values
 
 SUPPORTED_ENGINES = ("postgres", "postgresql", "mysql", "mariadb", "sqlite")
 _DIALECTS = {
@@ -31,28 +32,8 @@ _DIALECTS = {
 }
 _DEFAULT_PORTS = {"postgres": 5432, "mysql": 3306}
 CONNECT_TIMEOUT_S = 10
-MASK = "******"
-_SECRET_MARKERS = ("password", "secret", "token", "key")
 _SCHEMA = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
 _SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
-
-
-def is_secret(key: str) -> bool:
-    lowered = key.lower()
-    return any(marker in lowered for marker in _SECRET_MARKERS)
-
-
-def mask_parameters(params: Mapping[str, Any]) -> dict[str, Any]:
-    """Parameters fit for a response: every credential-like key (at any depth) reads `******`."""
-    masked: dict[str, Any] = {}
-    for key, value in params.items():
-        if is_secret(key) and value is not None:
-            masked[key] = MASK
-        elif isinstance(value, Mapping):
-            masked[key] = mask_parameters(value)
-        else:
-            masked[key] = value
-    return masked
 
 
 def check_engine(engine: object) -> str:
@@ -158,13 +139,10 @@ def create(engine: str, params: Mapping[str, Any], *, pooled: bool = True) -> En
 
 
 def error_message(exc: BaseException, params: Mapping[str, Any]) -> str:
-    """The driver's message, with the password (if it is echoed anywhere) masked."""
+    """The driver's message, with the password and any other secret (if echoed anywhere) masked."""
     orig = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
     message = " ".join(str(orig).split()) or type(orig).__name__
-    password = params.get("password")
-    if isinstance(password, str | int) and str(password):
-        message = message.replace(str(password), MASK)
-    return message[:1000]
+    return mask_text(message, secret_values(params))[:1000]
 
 
 def test_connection(engine: str, params: Mapping[str, Any]) -> None:

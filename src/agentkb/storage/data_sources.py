@@ -71,3 +71,17 @@ async def delete(conn: AsyncConnection, name: str) -> bool:
         data_sources.delete().where(data_sources.c.name == name).returning(data_sources.c.id)
     )
     return result.first() is not None
+
+
+async def update_parameters(
+    conn: AsyncConnection, name: str, parameters: dict[str, Any]
+) -> DataSourceRow | None:
+    """Replace a data source's parameters; None if there is no such row."""
+    stmt = (
+        data_sources.update()
+        .where(data_sources.c.name == name)
+        .values(parameters=parameters, updated_at=func.now())
+        .returning(*data_sources.c)
+    )
+    row = (await conn.execute(stmt)).mappings().first()
+    return _row(row) if row else None
