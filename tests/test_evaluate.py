@@ -311,3 +311,31 @@ def test_cli(client: httpx.Client, kb: str, unique: str, base_url: str, tmp_path
     assert shown.returncode == 0 and "4 questions" in shown.stdout and DOCS["b2"][:30] in shown.stdout
     refused = agentkb("evaluate", kb, "--server", base_url, "--test-table", f"files.g_{unique}", "--generate")
     assert refused.returncode == 1 and "extractive" in refused.stderr
+
+
+def test_the_kbs_reranking_model_writes_the_questions(
+    client: httpx.Client, unique: str, stub: OpenAIStub
+) -> None:
+    """MindsDB: no `llm` → the KB's reranking model (stored sealed: revealed to be used); the search reranks."""
+    name = f"evr_{unique}"
+    kb = {
+        "name": name,
+        "embedding_model": stub.embedding_model(),
+        "reranking_model": stub.chat_model("gpt-rr"),
+    }
+    assert (
+        client.post("/api/projects/mindsdb/knowledge_bases", json={"knowledge_base": kb}).status_code == 201
+    )
+    values = ", ".join(f"('{doc_id}', '{content}')" for doc_id, content in DOCS.items())
+    ok(client, f"INSERT INTO {name} (id, content) VALUES {values}")
+    stub.script()
+    row = one_row(
+        sql(
+            client,
+            f"EVALUATE KNOWLEDGE_BASE {name} USING test_table = files.t_{unique}, generate_data = true",
+        )
+    )
+    assert row["total"] == 4 and row["total_found"] == 4
+    chats = [r for r in stub.requests if r.path.endswith("/chat/completions")]
+    assert {r.body["model"] for r in chats} == {"gpt-rr"} and chats[0].headers["authorization"] == "Bearer x"
+    assert len(chats) == 8  # 4 questions written, 4 searches reranked
