@@ -1,6 +1,7 @@
 """Data sources: external databases (MindsDB "integrations") that agents and knowledge bases read with SQL.
 
-Names share MindsDB's one namespace with projects and system databases, and are matched case-insensitively.
+Names share MindsDB's one namespace with projects and system databases, and are matched case-insensitively
+(the exact spelling first; DROP DATABASE matches exactly, as MindsDB's).
 Secret parameters (`password`, tokens, keys) are stored sealed (`secrecy.SecretBox`), masked by the
 encoders, and decrypted only to connect. A secret sent back as `******` on update keeps the stored one.
 """
@@ -58,7 +59,7 @@ class DataSourceService:
         row = None
         if is_identifier(name):
             async with self.db.connect() as conn:
-                row = await repo.get(conn, name.lower())
+                row = await repo.get(conn, name)
         if row is None:
             raise database_not_found(name)
         return row
@@ -68,11 +69,14 @@ class DataSourceService:
         if not is_identifier(name):
             return None
         async with self.db.connect() as conn:
-            return await project_rows.get(conn, name.lower())
+            return await project_rows.get(conn, name)
 
-    async def create(self, name: object, engine: object, parameters: object) -> DataSourceRow:
-        """Validate, test the connection, then store. 409 "Name conflict" if any database has the name."""
-        checked = check_name(name, "name").lower()
+    async def create(
+        self, name: object, engine: object, parameters: object, *, keep_case: bool = False
+    ) -> DataSourceRow:
+        """Validate, test the connection, then store. 409 "Name conflict" if any database has the name (in
+        any case). Names are lower-cased unless `keep_case` (SQL's back-quoted names, as MindsDB's)."""
+        checked = check_name(name, "name") if keep_case else check_name(name, "name").lower()
         if engine is None:
             raise BadRequest("'engine' is required", title="Missing field")
         kind = datasources.check_engine(engine)
@@ -119,22 +123,24 @@ class DataSourceService:
             raise database_not_found(name)
         return row, False
 
-    async def delete(self, name: str) -> None:
+    async def delete(self, name: str, *, exact: bool = False) -> None:
+        """`exact`: only the data source spelt exactly `name` (MindsDB's DROP DATABASE)."""
         if is_system(name):
             raise BadRequest(f"Cannot delete database {name}: it is a system database", title="Error")
         if not is_identifier(name):
             raise database_not_found(name)
-        key = name.lower()
         async with self.db.transaction() as conn:
-            if await project_rows.get(conn, key) is not None:
+            row = await (repo.get_exact(conn, name) if exact else repo.get(conn, name))
+            project = await (project_rows.get_exact(conn, name) if exact else project_rows.get(conn, name))
+            if row is None and project is not None:
                 raise BadRequest(
                     f"Cannot delete database {name}: it is a project; use DELETE /api/projects/{name}",
                     title="Error",
                 )
-            deleted = await repo.delete(conn, key)
-        if not deleted:
+            deleted = row is not None and await repo.delete(conn, row.name)
+        if not deleted or row is None:
             raise database_not_found(name)
-        self._engines.discard(key)
+        self._engines.discard(row.name)
 
     async def engine_for(self, name: str) -> tuple[Engine, str]:
         """The data source's pooled engine and its pushdown dialect (`postgres`, `mysql` or `sqlite`)."""

@@ -24,11 +24,13 @@ from agentkb.errors import AgentKBError, BadRequest, NotFound
 from agentkb.ingest.files.parse import Tabular
 from agentkb.ingest.request import InsertInput
 from agentkb.kb.search import COLUMNS as KB_RESULT_COLUMNS
+from agentkb.service import sql_ddl
 from agentkb.service.agents import AgentInput
 from agentkb.service.knowledge_bases import KnowledgeBaseInput
 from agentkb.service.search import options_from_query
 from agentkb.sql import catalog, pushdown
 from agentkb.sql.kbquery import parse_kb_select_ast, strip_wrappers
+from agentkb.sql.names import one_part, two_part
 
 if TYPE_CHECKING:
     from agentkb.service.agents import AgentService
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
     from agentkb.service.evaluate import EvaluateService
     from agentkb.service.files import FileService
     from agentkb.service.ingest import IngestService
+    from agentkb.service.kb_admin import KnowledgeBaseAdmin
     from agentkb.service.knowledge_bases import KnowledgeBaseService
     from agentkb.service.projects import ProjectService
     from agentkb.service.search import SearchService
@@ -70,12 +73,8 @@ def jsonable(value: Any) -> Any:
 
 
 def _name(identifier: ast.Identifier, db: str) -> tuple[str, str]:
-    parts = [str(p) for p in identifier.parts]
-    if len(parts) == 1:
-        return db, parts[0]
-    if len(parts) == 2:
-        return parts[0], parts[1]
-    raise BadRequest(f"Expected <project>.<name>, got {identifier.to_string()}")
+    """`[<project>.]<name>`, unquoted parts lower-cased (MindsDB's rule, `sql/names.py`)."""
+    return two_part(identifier, db)
 
 
 class SQLService:
@@ -94,6 +93,7 @@ class SQLService:
         search: SearchService,
         files: FileService,
         completions: CompletionService,
+        kb_admin: KnowledgeBaseAdmin,
     ) -> None:
         self.projects = projects
         self.agents = agents
@@ -103,6 +103,7 @@ class SQLService:
         self.search = search
         self.files = files
         self.completions = completions
+        self.kb_admin = kb_admin
 
     async def agent_answer(self, project: str, agent: str, question: str) -> str:
         reply = await self.completions.complete(project, agent, [{"question": question, "answer": None}])
@@ -145,7 +146,7 @@ class SQLService:
         if namespace.lower() == FILES:
             return await self._file_select(select, name)
         if len(parts) == 1:  # a bare table in a data source's context: qualify it for the pushdown
-            select.from_table = ast.Identifier(parts=[namespace, name], alias=select.from_table.alias)
+            select.from_table = ast.Identifier(parts=[namespace, parts[0]], alias=select.from_table.alias)
         return await self._pushdown(select, namespace)
 
     async def _file_select(self, select: ast.Select, name: str) -> Result:
@@ -274,6 +275,8 @@ class SQLService:
         source = str(show.from_table.parts[-1]) if show.from_table is not None else db
         if source.lower() == FILES:
             names = [f.name for f in await self.files.list()]
+        elif (vector_tables := await sql_ddl.vector_tables(self, source)) is not None:
+            names = vector_tables
         elif await self._is_project(source):
             project = source.lower()
             names = [kb.name for kb in await self.knowledge_bases.list(project)]
@@ -359,27 +362,26 @@ class SQLService:
         return Result("ok", affected_rows=1)
 
     async def _createdatabase(self, create: ast.CreateDatabase, db: str, params: Any) -> Result:
-        name = str(create.name.parts[-1])
-        exists = await self._is_project(name) or name in {s.name for s in await self.data_sources.list()}
+        name = one_part(create.name)
+        exists = await self._is_project(name) or name.lower() in {
+            s.name.lower() for s in await self.data_sources.list()
+        }
         if create.if_not_exists and exists:
             return Result("ok", affected_rows=0)
         if create.engine is None or create.engine.lower() == "mindsdb":
-            await self.projects.create(name)
+            await self.projects.create(name, keep_case=True)
         else:
-            await self.data_sources.create(name, create.engine, create.parameters or {})
+            await self.data_sources.create(name, create.engine, create.parameters or {}, keep_case=True)
         return Result("ok", affected_rows=1)
 
-    async def _dropdatabase(self, drop: ast.DropDatabase, db: str, params: Any) -> Result:
-        name = str(drop.name.parts[-1])
-        if await self._is_project(name):
-            await self.projects.delete(name)
-            return Result("ok", affected_rows=1)
-        try:
-            await self.data_sources.delete(name)
-        except NotFound:
-            if not drop.if_exists:
-                raise
-        return Result("ok", affected_rows=1)
+    # --- statements in sql_ddl.py ------------------------------------------------------------------
+    _dropdatabase = sql_ddl.drop_database
+    _alterdatabase = sql_ddl.alter_database
+    _describe = sql_ddl.describe
+    _update = sql_ddl.update
+    _alterknowledgebase = sql_ddl.alter_knowledge_base
+    _createknowledgebaseindex = sql_ddl.create_index
+    _updateagent = sql_ddl.update_agent
 
     # --- DML on knowledge bases ---------------------------------------------------------------------
     async def _insert(self, insert: ast.Insert, db: str, params: Any) -> Result:

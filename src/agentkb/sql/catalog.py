@@ -53,13 +53,11 @@ def _value(node: ast.ASTNode, row: dict[str, Any]) -> Any:
 
 
 def _eq(a: Any, b: Any) -> bool:
-    if isinstance(a, str) and isinstance(b, str):
-        return a.lower() == b.lower()
-    return bool(a == b)
+    return bool(a == b)  # case-sensitive, as MindsDB's (DuckDB's) `=` on information_schema
 
 
 def matches(where: ast.ASTNode | None, row: dict[str, Any]) -> bool:
-    """Evaluate a WHERE tree against one row (string equality is case-insensitive, as in MindsDB)."""
+    """Evaluate a WHERE tree against one row (string equality is case-sensitive, as in MindsDB)."""
     if where is None:
         return True
     if isinstance(where, ast.UnaryOperation) and where.op.lower() == "not":

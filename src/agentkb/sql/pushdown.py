@@ -34,7 +34,7 @@ _TARGETS = {
 }
 
 # Names that are never data sources (MindsDB's system databases).
-RESERVED_NAMES = frozenset({"information_schema", "log", "files"})
+RESERVED_NAMES = frozenset({"information_schema", "log", "files", "agentkb_pgvector"})  # + KBs' vector store
 
 # Statement nodes refused anywhere in the tree (e.g. a DELETE inside a WITH); looked up by name because
 # sqlglot versions differ in which of them exist.
