@@ -12,6 +12,7 @@ no attribute '_nodeid'); so this runs the same with any pytest."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -139,7 +140,13 @@ def existing(client: httpx.Client, unique: str, tmp_path: Path) -> Iterator[dict
             json={"database": {"name": database, "engine": "sqlite", "parameters": {"db_file": str(lite)}}},
         )
         assert r.status_code == 201, r.text
+        qa = [{"question": "Which animal is fast?", "doc_id": 0}]
+        r = client.put(f"/api/files/qa_{unique}", files={"file": ("qa.json", json.dumps(qa).encode())})
+        assert r.status_code == 200, r.text
+        run = client.post(f"{base}/knowledge_bases/{kb}/evaluate", json={"test_table": f"files.qa_{unique}"})
+        assert run.status_code == 200, run.text
         yield {
+            "evaluation_id": str(run.json()["evaluation"]["id"]),
             "project_name": project,
             "kb_name": kb,
             "agent_name": agent,

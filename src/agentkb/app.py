@@ -16,6 +16,7 @@ from agentkb.api import (
     completions,
     databases,
     errors,
+    evaluations,
     files,
     jobs,
     knowledge_bases,
@@ -56,6 +57,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     errors.install(app)
     for module in (status, auth, projects, agents, completions, knowledge_bases, jobs, databases, sql, files):
         app.include_router(module.router)
+    app.include_router(evaluations.router)
     document_security(app)
     # the last added runs first: request id and body limit, then authentication, then the rate limit
     if settings.rate_limit_per_min > 0:

@@ -283,12 +283,14 @@ class MindsDBLLM(OpenAIStub):
     then `NO_REPLY`. While `get_scores` is set, reranking requests are answered with
     `{"scores": get_scores(query, docs)}` ahead of the queue: MindsDB's
     `patch("...BaseLLMReranker.get_scores")`. `scores_calls` records (query, docs) per reranking request
-    (MindsDB's `mock_get_scores.call_args_list`)."""
+    (MindsDB's `mock_get_scores.call_args_list`). `on_chat(body)`, while set, answers any other request it
+    returns a reply for (an LLM whose answer depends on the prompt), ahead of the queue."""
 
     def __init__(self) -> None:
         super().__init__(chat_script=self._answer, chat_answer=NO_REPLY)
         self.get_scores: Callable[[str, list[str]], Sequence[float]] | None = None
         self.scores_calls: list[tuple[str, list[str]]] = []
+        self.on_chat: Callable[[dict[str, Any]], Reply | None] | None = None
         # the replies wait here, not in the stub's own queue, which it would serve before `_answer`
         self._replies: deque[Reply] = deque()
         self._replies_lock = threading.Lock()
@@ -305,6 +307,7 @@ class MindsDBLLM(OpenAIStub):
             self._replies.clear()
         self.get_scores = None
         self.scores_calls = []
+        self.on_chat = None
 
     def _answer(self, body: dict[str, Any]) -> Reply:
         scorer = self.get_scores
@@ -313,6 +316,10 @@ class MindsDBLLM(OpenAIStub):
             if parsed is not None:
                 self.scores_calls.append(parsed)
                 return text(json.dumps({"scores": [float(s) for s in scorer(*parsed)]}))
+        hook = self.on_chat
+        reply = hook(body) if hook is not None else None
+        if reply is not None:
+            return reply
         with self._replies_lock:
             return self._replies.popleft() if self._replies else text(NO_REPLY)
 

@@ -711,8 +711,8 @@ class TestKBSelectAndParams(BaseTestKB):
 
     @pytest.mark.xfail(
         strict=True,
-        reason="EVALUATE KNOWLEDGE_BASE is refused (test-data generation with the reranking "
-        "model or `llm`, files.<test_table>/<save_to> written, a result table with total/total_found)",
+        reason=f"{FILES_INSERT}; then: DROP TABLE files.<name> is refused (EVALUATE itself passes once both "
+        "are emulated)",
     )
     def test_evaluate(self) -> None:
         """Origin: test_evaluate, cases 1-3 (MindsDB @v26.1.0). `mock_openai` (the LLM generating test data)

@@ -391,18 +391,22 @@ class TestKB:
 
         assert len(ret[ret.relevance < threshold]) == 0
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="EVALUATE KNOWLEDGE_BASE is refused (test data generated from a SELECT, written to "
-        "files.<test_table>, a result table with total/total_found)",
-    )
     def test_base_syntax__evaluate(self) -> None:
-        """Section "evaluate". MindsDB's LLM generates the test questions; the scripted LLM answers every
-        generation request with one question about ticket 7."""
-        from tests.compat.stubs import text
+        """Section "evaluate". MindsDB's LLM generates the test questions, each from the text it is given; the
+        scripted LLM does the same: its question is the sampled message itself. (A fixed question, say
+        "noise", would find its document only when chance samples a noise ticket: MindsDB samples the rows
+        at random, and the reranker keeps only the messages containing the question.)"""
+        from tests.compat.stubs import Reply, text
+
+        def question_from_text(body: dict[str, Any]) -> Reply | None:
+            user = str(body["messages"][-1].get("content") or "")
+            if "Text:\n" not in user:
+                return None
+            message = user.split("Text:\n", 1)[1].strip()
+            return text(json.dumps({"query": message, "reference_answer": message.rsplit("(", 1)[-1][:-1]}))
 
         self._load()
-        self.llm.script(*[text('{"query": "noise", "reference_answer": "ticket 7"}')] * 40)
+        self.llm.on_chat = question_from_text
         kb_name = self.kb_name
         ret = self.run_sql(f"""
             Evaluate knowledge base {kb_name}

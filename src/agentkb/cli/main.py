@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from agentkb import __version__
+from agentkb.cli.evaluate import evaluate
 from agentkb.cli.ingest import ingest
 from agentkb.cli.keys import keys, with_services
 from agentkb.cli.secret_key import rotate_secret
@@ -111,6 +112,7 @@ def worker(
 
 
 app.command("ingest")(ingest)
+app.command("evaluate")(evaluate)
 keys.command("rotate-secret")(rotate_secret)
 app.add_typer(keys, name="keys")
 

@@ -15,6 +15,7 @@ from agentkb.service.agents import AgentService
 from agentkb.service.auth import AuthService
 from agentkb.service.completions import CompletionService
 from agentkb.service.data_sources import DataSourceService
+from agentkb.service.evaluate import EvaluateService
 from agentkb.service.files import FileService
 from agentkb.service.health import HealthService
 from agentkb.service.ingest import IngestService
@@ -26,6 +27,7 @@ from agentkb.service.projects import ProjectService
 from agentkb.service.query_sources import QuerySources
 from agentkb.service.search import SearchService
 from agentkb.service.sql import SQLService
+from agentkb.service.sql_evaluate import SQLTables
 from agentkb.service.sql_insert import SQLInsert
 from agentkb.settings import Settings
 from agentkb.storage.db import Database
@@ -47,6 +49,7 @@ class Services:
     files: FileService
     completions: CompletionService
     sql: SQLService
+    evaluations: EvaluateService
     auth: AuthService
     shutdown: Shutdown
     health: HealthService
@@ -89,6 +92,29 @@ def build_services(
     completions = CompletionService(
         db, agent_service, search, data_sources, kb_service, settings, http_client, files=files
     )
+    sql = SQLService(
+        projects=projects,
+        agents=agent_service,
+        knowledge_bases=kb_service,
+        data_sources=data_sources,
+        ingest=ingest,
+        search=search,
+        files=files,
+        completions=completions,
+        kb_admin=kb_admin,
+        inserts=SQLInsert(
+            projects=projects,
+            knowledge_bases=kb_service,
+            data_sources=data_sources,
+            ingest=ingest,
+            files=files,
+            sources=query_sources,
+            autobatch=settings.autobatch_inserts,
+        ),
+    )
+    evaluations = EvaluateService(db, search, settings.default_model, http_client)
+    evaluations.tables = SQLTables(sql, files)
+    sql.evaluations = evaluations
     return Services(
         settings=settings,
         box=box,
@@ -103,26 +129,8 @@ def build_services(
         embedders=embedders,
         files=files,
         completions=completions,
-        sql=SQLService(
-            projects=projects,
-            agents=agent_service,
-            knowledge_bases=kb_service,
-            data_sources=data_sources,
-            ingest=ingest,
-            search=search,
-            files=files,
-            completions=completions,
-            kb_admin=kb_admin,
-            inserts=SQLInsert(
-                projects=projects,
-                knowledge_bases=kb_service,
-                data_sources=data_sources,
-                ingest=ingest,
-                files=files,
-                sources=query_sources,
-                autobatch=settings.autobatch_inserts,
-            ),
-        ),
+        sql=sql,
+        evaluations=evaluations,
         auth=AuthService(db, settings),
         shutdown=shutdown,
         health=HealthService(db, shutdown),

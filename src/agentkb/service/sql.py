@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from agentkb.service.agents import AgentService
     from agentkb.service.completions import CompletionService
     from agentkb.service.data_sources import DataSourceService
+    from agentkb.service.evaluate import EvaluateService
     from agentkb.service.files import FileService
     from agentkb.service.ingest import IngestService
     from agentkb.service.kb_admin import KnowledgeBaseAdmin
@@ -81,6 +82,8 @@ def _name(identifier: ast.Identifier, db: str) -> tuple[str, str]:
 
 class SQLService:
     """`/api/sql/query`: one statement of MindsDB's SQL, executed over the other services."""
+
+    evaluations: EvaluateService | None = None  # EVALUATE KNOWLEDGE_BASE (set by build_services)
 
     def __init__(
         self,
@@ -281,6 +284,13 @@ class SQLService:
         if show.like is not None:
             names = [n for n in names if catalog.like(n, show.like)]
         return Result("table", [f"Tables_in_{source}"], [[n] for n in names], db=db)
+
+    async def _evaluateknowledgebase(
+        self, statement: ast.EvaluateKnowledgeBase, db: str, params: Any
+    ) -> Result:
+        from agentkb.service.sql_evaluate import evaluate_statement
+
+        return await evaluate_statement(self, statement, db)
 
     async def _use(self, use: ast.Use, db: str, params: Any) -> Result:
         return await self.inserts.use(use)

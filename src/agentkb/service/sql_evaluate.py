@@ -1,0 +1,108 @@
+"""`EVALUATE KNOWLEDGE_BASE [<project>.]<kb> USING test_table = files.<name>, generate_data = …, …` on the SQL
+endpoint (service/evaluate.py does the work), and `SQLTables`: the tables EVALUATE reads and writes, as the
+SQL endpoint sees them. Reads go through the endpoint itself (`files.<name>`, a data source's table, a
+knowledge base); writes go to `files.<name>` only (a JSON table file), as agentkb's data sources are
+read-only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from mindsdb_sql_parser import ast, parse_sql
+
+from agentkb.errors import AgentKBError, BadRequest
+from agentkb.ingest.files.parse import Tabular
+from agentkb.service.evaluate import evaluate_input
+from agentkb.service.files import check_file_name
+from agentkb.service.sql import Result, SQLService, _name, jsonable
+
+if TYPE_CHECKING:
+    from agentkb.service.files import FileService
+
+FILES = "files"
+
+
+def _plain(value: Any) -> Any:
+    """A USING value as evaluate_input takes it: identifiers as their parts, containers recursively."""
+    if isinstance(value, ast.Identifier):
+        return [str(p) for p in value.parts]
+    if isinstance(value, ast.Constant):
+        return value.value
+    if isinstance(value, dict):
+        return {str(k).lower(): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+async def evaluate_statement(sql: SQLService, statement: ast.EvaluateKnowledgeBase, db: str) -> Result:
+    if sql.evaluations is None:
+        raise BadRequest("EVALUATE KNOWLEDGE_BASE is not available in this process")
+    project, name = _name(statement.name, db)
+    params = {str(k).lower(): _plain(v) for k, v in (statement.params or {}).items()}
+    outcome = await sql.evaluations.evaluate(project, name, evaluate_input(params), db=db)
+    if outcome.answer is None:  # evaluate = false: MindsDB answers an empty table
+        return Result("table", [], [], db=db)
+    columns = list(outcome.answer)
+    return Result("table", columns, [[jsonable(outcome.answer[c]) for c in columns]], db=db)
+
+
+class SQLTables:
+    """`service.evaluate.Tables` over the SQL endpoint and the uploaded files."""
+
+    def __init__(self, sql: SQLService, files: FileService) -> None:
+        self.sql = sql
+        self.files = files
+
+    async def _rows(self, select: ast.Select, db: str) -> list[dict[str, Any]]:
+        query = select.to_string()
+        try:
+            result = await self.sql.execute(query, db)
+        except AgentKBError:
+            raise
+        except Exception as exc:  # a data source's own errors: the query named there is the caller's
+            raise BadRequest(f"{query} failed: {type(exc).__name__}: {exc}") from exc
+        if result.kind != "table":
+            raise BadRequest(f"{query} returned no table")
+        return [dict(zip(result.column_names, row, strict=False)) for row in result.data]
+
+    async def select(self, sql: str, db: str, default_limit: int) -> list[dict[str, Any]]:
+        try:
+            query = parse_sql(sql)
+        except Exception as exc:  # the parser raises many kinds of errors
+            raise BadRequest(f"Query not supported {sql}: {exc}") from exc
+        if not isinstance(query, ast.Select) or query.from_table is None:
+            raise BadRequest(f"Query not supported {sql} (generate_data.from_sql must be a SELECT … FROM …)")
+        if query.limit is None:
+            query.limit = ast.Constant(default_limit)
+        return await self._rows(query, db)
+
+    async def read(self, table: Sequence[str], db: str) -> list[dict[str, Any]]:
+        select = ast.Select(targets=[ast.Star()], from_table=ast.Identifier(parts=list(table)))
+        return await self._rows(select, db)
+
+    async def write(self, table: Sequence[str], rows: list[dict[str, Any]], *, replace: bool) -> None:
+        """Replace or append to the table file `files.<name>` (MindsDB: drop and create, or insert)."""
+        if len(table) != 2 or table[0].lower() != FILES:
+            raise BadRequest(
+                f"EVALUATE writes tables to files.<name> only (agentkb's data sources are read-only), not "
+                f"{'.'.join(table)}"
+            )
+        name = check_file_name(table[1])
+        existing = await self.files.find(name)
+        if existing is not None:
+            if not replace:
+                parsed = await self.files.open_parsed(name)
+                if isinstance(parsed, Tabular):
+                    rows = [*parsed.rows, *rows]
+            await self.files.delete(name)
+        rows = [{k: jsonable(v) for k, v in row.items()} for row in rows]
+        data = orjson.dumps(rows, default=str, option=orjson.OPT_NON_STR_KEYS)
+
+        async def content() -> AsyncIterator[bytes]:
+            yield data
+
+        await self.files.save(name, content(), original_name=f"{name}.json", content_type="application/json")
