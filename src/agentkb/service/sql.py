@@ -14,7 +14,7 @@ import datetime as dt
 import decimal
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy
@@ -28,7 +28,9 @@ from agentkb.service.agents import AgentInput
 from agentkb.service.knowledge_bases import KnowledgeBaseInput
 from agentkb.service.search import options_from_query
 from agentkb.sql import catalog, pushdown
+from agentkb.sql import params as sql_params
 from agentkb.sql.kbquery import parse_kb_select_ast, strip_wrappers
+from agentkb.sql.parametrize import parametrize
 
 if TYPE_CHECKING:
     from agentkb.service.agents import AgentService
@@ -105,11 +107,17 @@ class SQLService:
         reply = await self.completions.complete(project, agent, [{"question": question, "answer": None}])
         return str(reply["message"]["content"])
 
+    def parametrize(self, query: str) -> dict[str, Any]:
+        """MindsDB's `parametrize_constants` helper: the constants as `:name` parameters; nothing runs."""
+        return asdict(parametrize(query))
+
     async def execute(self, sql: str, db: str, params: Mapping[str, Any] | None = None) -> Result:
         try:
             statement = parse_sql(strip_wrappers(sql))
         except Exception as exc:  # the parser raises many kinds of errors
             raise BadRequest(f"Invalid SQL: {exc}") from exc
+        if sql_params.needs_binding(sql, params):
+            sql_params.bind(statement, params)  # `:name` and `@name`, as MindsDB binds them
         handler = getattr(self, f"_{type(statement).__name__.lower()}", None)
         if handler is None:
             raise BadRequest(f"Unsupported statement: {type(statement).__name__} ({sql.strip()[:80]})")
