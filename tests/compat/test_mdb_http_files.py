@@ -1,10 +1,11 @@
 """Ported from MindsDB `tests/unit/api/http/files_test.py` @v26.1.0.
 
-Adaptations: MindsDB answers a multipart file name with a path and a zip-slip archive with 500; agentkb with 400
-(test_path_traversal, test_zipfile_traversal: a deliberate difference, see docs/mindsdb-sdk.md). Flask's `data={"file": (io.BytesIO(...), "name")}` multipart bodies are httpx `files=` (+ `data=`
-for the other form fields). MindsDB's tests switch URL uploads on or off by patching its config
-(`url_file_upload.enabled`); agentkb has them off, so the patches are dropped: each test's expectation does
-not depend on the switch except test_put_file_url_upload_disabled, which wants it off.
+Adaptations: MindsDB answers a multipart file name with a path and a zip-slip archive with 500; agentkb with
+400 (test_path_traversal, test_zipfile_traversal: a deliberate difference, see docs/mindsdb-sdk.md). Flask's
+`data={"file": (io.BytesIO(...), "name")}` multipart bodies are httpx `files=` (+ `data=` for the other form
+fields). MindsDB's tests switch URL uploads on or off by patching its config (`url_file_upload.enabled`);
+agentkb has them off, so the patches are dropped: each test's expectation does not depend on the switch except
+test_put_file_url_upload_disabled, which wants it off, and test_put_file_invalid_url, which wants it on.
 """
 
 from __future__ import annotations
