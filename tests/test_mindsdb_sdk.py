@@ -253,7 +253,11 @@ def test_full_session(
         and "Answer from the product catalog." in first.messages[0]["content"]
     )
     assert first.messages[-1] == {"role": "user", "content": "What should I sear a steak in?"}
-    assert {t["function"]["name"] for t in first.body["tools"]} == {"kb_list_tool", "kb_query_tool"}
+    assert {t["function"]["name"] for t in first.body["tools"]} == {
+        "kb_list_tool",
+        "kb_info_tool",
+        "kb_query_tool",
+    }
     assert second.messages[-1]["role"] == "tool" and "cast-iron skillet" in second.messages[-1]["content"]
 
     llm.script(

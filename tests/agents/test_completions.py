@@ -178,7 +178,11 @@ def test_llm_agent_streams_kb_tool_use(client: httpx.Client, unique: str, kb: st
         ("user", "Is it cold?"),
         ("user", "How do penguins survive winter?"),
     ]
-    assert {t["function"]["name"] for t in first.body["tools"]} == {"kb_list_tool", "kb_query_tool"}
+    assert {t["function"]["name"] for t in first.body["tools"]} == {
+        "kb_list_tool",
+        "kb_info_tool",
+        "kb_query_tool",
+    }
     tool_message = second.messages[-1]
     assert tool_message["role"] == "tool" and tool_message["content"] == observation
 

@@ -235,7 +235,7 @@ async def test_kb_list_tool(world: World) -> None:
 
     empty = world.tools(kbs=[f"empty_{u}.*"])
     assert (await empty.call("kb_list_tool", "")).observation == "No knowledge bases found."
-    assert [s.name for s in empty.specs()] == ["kb_list_tool", "kb_query_tool"]
+    assert [s.name for s in empty.specs()] == ["kb_list_tool", "kb_info_tool", "kb_query_tool"]
     assert (await empty.call("sql_db_query", "SELECT 1")).observation.startswith(
         "Unknown tool 'sql_db_query'"
     )
@@ -299,16 +299,15 @@ async def test_kb_query_tool_errors(world: World) -> None:
     u = world.unique
     tools = world.tools(kbs=[f"tools_{u}.docs"])
     refused = await tools.call("kb_query_tool", f"SELECT * FROM other_{u}.secret WHERE content = 'password'")
-    assert refused.observation == (
+    assert refused.observation == (  # MindsDB's texts (SQLAgent.check_knowledge_base_permission)
         "Error executing knowledge base query: "
-        f"Knowledge base other_{u}.secret is not available to this agent. "
-        f'Available: ["tools_{u}.docs"]' + KB_ERROR_END
+        f"Knowledge base other_{u}.secret not found. Available knowledge bases: tools_{u}.docs" + KB_ERROR_END
     )
     assert refused.citations == ()
     other = await tools.call(
         "kb_query_tool", "SELECT * FROM bulk WHERE content = 'weather'"
     )  # same project, not given
-    assert "Knowledge base tools_" in other.observation and "not available" in other.observation
+    assert "Knowledge base bulk not found" in other.observation
 
     for bad in (
         "SELEC * FROM docs",
@@ -368,7 +367,9 @@ async def test_list_tables_and_wildcards(world: World) -> None:
     )
     assert qualified.observation.endswith("n\r\n40\r\n")
     refused = await schema_wildcard.call("sql_db_query", f"SELECT count(*) AS n FROM {world.pg_ds}.secret")
-    assert refused.observation.startswith(f"Error: Table {world.pg_ds}.secret is not available to this agent")
+    assert refused.observation == (
+        f"Error: Table {world.pg_ds}.secret not found. Available tables: {world.pg_ds}.{world.pg_schema}.*"
+    )
 
 
 async def test_sql_db_query_shapes(world: World) -> None:
@@ -416,8 +417,7 @@ async def test_sql_db_query_db_errors(world: World) -> None:
     assert column.observation.startswith("Error: ") and "Unknown column" in column.observation
     refused = await tools.call("sql_db_query", f"SELECT * FROM {world.m}_other")
     assert refused.observation == (
-        f"Error: Table {world.m}_other is not available to this agent\n"
-        f"Available tables: {world.m}, {world.p}, {world.pg_ds}.gone"
+        f"Error: Table {world.m}_other not found. Available tables: {world.m}, {world.p}, {world.pg_ds}.gone"
     )
 
 
@@ -442,8 +442,8 @@ async def test_sql_db_schema(world: World) -> None:
     )
     assert result.citations == (Citation("table", world.m), Citation("table", world.p))
     unknown = await tools.call("sql_db_schema", f"{world.pg_ds}.secret")
-    assert unknown.observation.startswith(
-        f"Error: Table {world.pg_ds}.secret is not available to this agent\n"
+    assert unknown.observation == (  # MindsDB's text (SQLAgent._resolve_table_names), then the tables
+        f"Error: Tables: {world.pg_ds}.secret not found in the database\nAvailable tables: {world.m}, {world.p}"
     )
     assert (await tools.call("sql_db_schema", "")).observation.startswith("Error: ")
 

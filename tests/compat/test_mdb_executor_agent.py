@@ -32,26 +32,7 @@ from tests.compat.stubs import Reply, text, tool_call
 
 ORIGIN = "MindsDB tests/unit/executor/test_agent.py @v25.14.1"
 
-FLAT_PARAMS = (
-    "flat CREATE AGENT parameters openai_api_key / base_url are stored in params but not applied to the "
-    "model (run fails: 'No API key for provider openai'; MindsDB 25.14 passes them to the LLM)"
-)
 FILES_INSERT = "INSERT INTO <kb> SELECT ... FROM files.<name> is refused ('files is a system database, not a data source')"
-PATTERNS = (
-    "name patterns in an agent's data are refused: knowledge_bases 'kb_show*' and tables 'files.show*' (accepted: "
-    "'<project>.<kb>', a bare KB name, '<project>.*', '<data_source>.<table>', '<data_source>.*')"
-)
-FILES_TABLES = (
-    "an agent's files.<name> tables are skipped when it runs (sql_db_list_tables: 'No tables found.'; no "
-    "sql_db_schema/sql_db_query over uploaded files)"
-)
-AGENT_PARAMS = (
-    "information_schema.agents PARAMS is a JSON object without prompt_template/data (MindsDB 25.14: JSON text of "
-    "all the agent's params, prompt_template and data included)"
-)
-KB_INFO_TOOL = (
-    "no kb_info_tool (MindsDB: '## Knowledge Base: …' with '### Schema Information' and '### Sample Data')"
-)
 
 
 def get_dataset_planets() -> pd.DataFrame:
@@ -110,7 +91,6 @@ class TestAgent:
 
     # --------------------------------------------------------------------------------------------------
 
-    @pytest.mark.xfail(strict=True, reason=FLAT_PARAMS)
     def test_openai_provider(self) -> None:
         """Origin: test_openai_provider, first part (MindsDB test_agent.py @v25.14.1)."""
         agent_response = "how can I assist you today?"
@@ -199,10 +179,6 @@ class TestAgent:
 
         assert agent_response in ret.answer[0]
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason=AGENT_PARAMS,
-    )
     def test_agent_with_default_llm_params(self, fresh_app: Any) -> None:
         """Origin: test_agent_with_default_llm_params (MindsDB @v25.14.1). MindsDB patches `Config.get` for
         `default_llm`; agentkb's setting for it is `default_model`, so an agentkb is started with it (its
@@ -292,10 +268,6 @@ class TestAgent:
             assert self.llm.requests[-1].headers["host"].startswith("localhost")
             assert self.llm.requests[-1].body["model"] == "gpt-3.5-turbo"
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason=AGENT_PARAMS,
-    )
     def test_agent_minimal_syntax_with_default_llm(self, fresh_app: Any) -> None:
         """Origin: test_agent_minimal_syntax_with_default_llm (MindsDB @v25.14.1); `default_llm` as in
         test_agent_with_default_llm_params."""
@@ -345,7 +317,6 @@ class TestAgent:
             ret = self.run_sql("select * from minimal_syntax_agent where question = 'hi'")
             assert agent_response in ret.answer[0]
 
-    @pytest.mark.xfail(strict=True, reason=FLAT_PARAMS)
     def test_agent_stream(self) -> None:
         """Origin: test_agent_stream (MindsDB @v25.14.1). MindsDB iterates
         `agents_controller.get_completion(agent, messages, stream=True)` in process; here the same messages go
@@ -390,7 +361,6 @@ class TestAgent:
         with pytest.raises(SQLError):  # MindsDB: ExecutorException
             self.run_sql("drop agent my_agent")
 
-    @pytest.mark.xfail(strict=True, reason=FLAT_PARAMS)
     def test_agent_default_prompt_template(self) -> None:
         """Origin: test_agent_default_prompt_template (MindsDB @v25.14.1)."""
         agent_response = "default prompt template response"
@@ -459,7 +429,7 @@ class TestAgent:
               }};
          """)
 
-    @pytest.mark.xfail(strict=True, reason=f"{FILES_INSERT}; then: {PATTERNS}; {FLAT_PARAMS}; {KB_INFO_TOOL}")
+    @pytest.mark.xfail(strict=True, reason=FILES_INSERT)
     def test_agent_permissions__forbidden_kbs(self) -> None:
         """Origin: test_agent_permissions, "Access to forbidden KBs" (MindsDB @v25.14.1)."""
         self._permissions_setup()
@@ -481,7 +451,7 @@ class TestAgent:
         # result of kb_query_tool
         assert "Knowledge base kb_hide not found" in calls[2]
 
-    @pytest.mark.xfail(strict=True, reason=f"{FILES_INSERT}; then: {PATTERNS}; {FLAT_PARAMS}; {KB_INFO_TOOL}")
+    @pytest.mark.xfail(strict=True, reason=FILES_INSERT)
     def test_agent_permissions__exposed_kbs(self) -> None:
         """Origin: test_agent_permissions, "Access to exposed KBs" (MindsDB @v25.14.1)."""
         self._permissions_setup()
@@ -509,12 +479,7 @@ class TestAgent:
         # result of kb_query_tool
         assert "Moon" in calls[3]
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason=f"{FILES_INSERT}; then: {PATTERNS}; {FLAT_PARAMS}; {FILES_TABLES}; and a refused table reads 'Table "
-        "files.hide is not available to this agent' with an empty list (MindsDB: '… hide not found' and the "
-        "allowed 'show*')",
-    )
+    @pytest.mark.xfail(strict=True, reason=FILES_INSERT)
     def test_agent_permissions__forbidden_files(self) -> None:
         """Origin: test_agent_permissions, "access to forbidden files" (MindsDB @v25.14.1)."""
         self._permissions_setup()
@@ -534,7 +499,7 @@ class TestAgent:
         # it shows available tables
         assert "show*" in calls[2]
 
-    @pytest.mark.xfail(strict=True, reason=f"{FILES_INSERT}; then: {PATTERNS}; {FLAT_PARAMS}; {FILES_TABLES}")
+    @pytest.mark.xfail(strict=True, reason=FILES_INSERT)
     def test_agent_permissions__exposed_files(self) -> None:
         """Origin: test_agent_permissions, "access to exposed files" (MindsDB @v25.14.1)."""
         self._permissions_setup()
@@ -563,7 +528,7 @@ class TestAgent:
         # result of sql_db_query
         assert "Jupiter" in calls[3]
 
-    @pytest.mark.xfail(strict=True, reason=f"{FILES_INSERT}; then: {PATTERNS}; {FLAT_PARAMS}")
+    @pytest.mark.xfail(strict=True, reason=FILES_INSERT)
     def test_agent_permissions__recreated_without_tables(self) -> None:
         """Origin: test_agent_permissions, "autogenerated skill is removed when agent is dropped" (MindsDB
         @v25.14.1): an agent dropped and created again without tables lists no files tables."""
@@ -623,7 +588,7 @@ class TestAgent:
               prompt_template='important user instruction №42'
          """)
 
-    @pytest.mark.xfail(strict=True, reason=f"{FILES_INSERT}; then: {KB_INFO_TOOL}; {FILES_TABLES}")
+    @pytest.mark.xfail(strict=True, reason=FILES_INSERT)
     def test_agent_new_syntax(self) -> None:
         """Origin: test_agent_new_syntax, up to "ALTER AGENT" (MindsDB @v25.14.1)."""
         self._new_syntax_setup()
@@ -664,11 +629,7 @@ class TestAgent:
         # check prompt template
         assert "important user instruction №42" in calls[0]
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason=f"{FILES_INSERT}; then: ALTER AGENT … USING model/data/prompt_template is refused (Unsupported "
-        f"statement: UpdateAgent); {KB_INFO_TOOL}; {FILES_TABLES}",
-    )
+    @pytest.mark.xfail(strict=True, reason=FILES_INSERT)
     def test_agent_new_syntax__alter_agent(self) -> None:
         """Origin: test_agent_new_syntax, section "ALTER AGENT" (MindsDB @v25.14.1)."""
         self._new_syntax_setup()
@@ -726,11 +687,7 @@ class TestAgent:
         # check prompt template
         assert "important system prompt №37" in calls[0]
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason=f"{FILES_INSERT}; then: {FLAT_PARAMS}; kb_query_tool reads `mindsdb.kb1` (one back-quoted "
-        f"identifier) as mindsdb.mindsdb.kb1 ('is not available to this agent'); {FILES_TABLES}",
-    )
+    @pytest.mark.xfail(strict=True, reason=FILES_INSERT)
     def test_agent_accept_wrong_quoting(self) -> None:
         """Origin: test_agent_accept_wrong_quoting (MindsDB @v25.14.1)."""
         self.run_sql(f"""
@@ -771,11 +728,6 @@ class TestAgent:
         assert "Jupiter" in calls[1]
         assert "Jupiter" in calls[2]
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason=f"{FLAT_PARAMS}; then: sql_db_query refuses a back-quoted schema-qualified data source "
-        "(`pg.public`.planets: \"'pg.public' is not a valid data-source name\")",
-    )
     def test_3_part_table(self) -> None:
         """Origin: test_3_part_table (MindsDB @v25.14.1). MindsDB's mocked postgres handler (schema public,
         table planets) is a real postgres data source `pg` here."""
@@ -815,11 +767,6 @@ class TestAgent:
         assert "Moon" in calls[3]
         assert "Moon" in calls[4]
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="SELECT … FROM <agent> WHERE question = '…' USING timeout = n is accepted but the per-query "
-        "timeout is ignored (MindsDB 25.14 runs the agent under it and answers its timeout message)",
-    )
     def test_agent_query_param_override(self) -> None:
         """Origin: test_agent_query_param_override (MindsDB @v25.14.1). MindsDB patches `run_agent` and checks
         that it received timeout=5; here the LLM answers after 8 s, so the per-query timeout of 5 s must cut

@@ -21,11 +21,6 @@ from tests.compat.mdb import MindsDB, MindsDBEmbeddings
 
 ORIGIN = "MindsDB tests/unit/executor/test_lowercase.py @v26.1.0"
 
-CASE = (
-    "names are matched case-insensitively: `DROP {kind} My…` (unquoted, so lower-cased) drops the back-quoted "
-    "`My…` (MindsDB: a back-quoted name keeps its case, an unquoted one is lower-cased, and they differ)"
-)
-
 
 class TestLowercase:
     mdb: MindsDB
@@ -47,12 +42,6 @@ class TestLowercase:
     def run_sql(self, sql: str) -> pd.DataFrame | None:
         return self.mdb.run_sql(sql)
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason=CASE.format(kind="DATABASE")
-        + "; then: ALTER DATABASE <project> NAME = '<new name>' (renaming a "
-        "project) is refused",
-    )
     def test_project_name_lowercase(self) -> None:
         """Origin: test_project_name_lowercase (MindsDB test_lowercase.py @v26.1.0)."""
         # quoted name in mix case
@@ -94,10 +83,6 @@ class TestLowercase:
 
                 self.run_sql(f"DROP DATABASE {another_name}")
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason=CASE.format(kind="AGENT") + "; then: UPDATE AGENT <name> SET <params> is refused",
-    )
     def test_agent_name_lowercase(self) -> None:
         """Origin: test_agent_name_lowercase (MindsDB @v26.1.0)."""
         agent_params = """
@@ -138,7 +123,6 @@ class TestLowercase:
                 self.run_sql(f"drop agent `{another_agent_name}`")
             self.run_sql(f"drop agent {another_agent_name}")
 
-    @pytest.mark.xfail(strict=True, reason=CASE.format(kind="KNOWLEDGE BASE"))
     def test_knowledgebase_name_lowercase(self) -> None:
         """Origin: test_knowledgebase_name_lowercase (MindsDB @v26.1.0)."""
         embedding_model = json.dumps(
@@ -172,7 +156,6 @@ class TestLowercase:
                 self.run_sql(f"DROP KNOWLEDGE BASE `{another_kb_name}`")
             self.run_sql(f"DROP KNOWLEDGE BASE {another_kb_name}")
 
-    @pytest.mark.xfail(strict=True, reason=CASE.format(kind="DATABASE"))
     def test_database_lowercase(self) -> None:
         """Origin: test_database_lowercase (MindsDB @v26.1.0)."""
         # mixed case

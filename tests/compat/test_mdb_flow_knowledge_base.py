@@ -41,8 +41,7 @@ MESSAGES = {
 STATUSES = ("solving", "solved", "new")
 PARTITIONED = (
     "INSERT … SELECT … USING batch_size=10, track_column=pk fails (the USING clause reaches the pushed-down "
-    "SELECT: 'The query cannot be parsed'; MindsDB: a partitioned background insert answering its query ID); "
-    "then: DESCRIBE KNOWLEDGE_BASE is refused (INSERT_STARTED_AT, INSERT_FINISHED_AT, ERROR)"
+    "SELECT: 'The query cannot be parsed'; MindsDB: a partitioned background insert answering its query ID)"
 )
 
 
@@ -372,10 +371,6 @@ class TestKB:
         ret = self.run_sql(f"select * from {kb_name} where id in (1001, 2)")
         assert len(ret) == 0
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="UPDATE <kb> SET content = '…' WHERE chunk_id = '…' is refused (Unsupported statement: Update)",
-    )
     def test_base_syntax__update(self) -> None:
         """Section "delete/update data": update."""
         self._load()

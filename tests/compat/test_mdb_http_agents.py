@@ -21,7 +21,6 @@ from typing import Any
 
 import httpx
 import pandas as pd
-import pytest
 
 from tests.compat.mdb import MindsDBEmbeddings, MindsDBLLM, postgres_tables
 from tests.compat.stubs import text
@@ -160,11 +159,6 @@ def test_post_agent_project_not_found(client: httpx.Client) -> None:
     assert create_response.status_code == HTTPStatus.NOT_FOUND
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="provider 'mindsdb' (an agent on a MindsDB model) is answered 400 'Invalid model' ('mindsdb' is not "
-    "a supported provider); MindsDB answers 404 'Resource not found' when the model does not exist",
-)
 def test_post_agent_model_not_found(client: httpx.Client) -> None:
     """Origin: test_post_agent_model_not_found (MindsDB @v26.1.0, marked deprecated there): provider 'mindsdb'
     names a MindsDB model, and an unknown one is a 404."""
@@ -382,11 +376,6 @@ def test_delete_agent_not_found(client: httpx.Client) -> None:
     assert delete_response.status_code == HTTPStatus.NOT_FOUND
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an agent's params.api_key / params.base_url are stored but not applied to its model (completions: "
-    "502 'No API key for provider openai'); MindsDB 25.14 hands an agent's params to its LLM",
-)
 def test_agent_completions(client: httpx.Client, llm: MindsDBLLM) -> None:
     """Origin: test_agent_completions (MindsDB @v26.1.0). MindsDB's agent has `provider: mindsdb` and the
     agent class is patched; here the legacy top-level `model_name`/`provider` name an OpenAI-compatible model

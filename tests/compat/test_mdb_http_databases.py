@@ -7,7 +7,6 @@ from __future__ import annotations
 from http import HTTPStatus
 
 import httpx
-import pytest
 
 ORIGIN = "MindsDB tests/unit/api/http/databases_test.py @v26.1.0"
 
@@ -23,11 +22,6 @@ def test_get_databases(client: httpx.Client) -> None:
     assert any(db["name"] == "log" for db in all_databases)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a data source's name is stored lower-cased: GET answers 'test_get_database' for the 'TEST_get_database' "
-    "created (MindsDB keeps the case it was given and matches names case-insensitively; #19)",
-)
 def test_get_database(client: httpx.Client) -> None:
     """Origin: test_get_database (MindsDB @v26.1.0)."""
     # Get default mindsdb project.

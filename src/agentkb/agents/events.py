@@ -53,6 +53,7 @@ class Output:
     sources: tuple[Source, ...]
     trace_id: str
     context: tuple[dict[str, Any], ...] = ()
+    rows: tuple[dict[str, Any], ...] | None = None  # the answer as rows, when the run was asked for columns
     kind: Literal["output"] = "output"
 
 

@@ -3,10 +3,12 @@ them structurally, so the agents package imports nothing above it."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 from sqlalchemy import Engine
 
+from agentkb.ingest.files.parse import ParsedFile
 from agentkb.kb.search import Hit
 from agentkb.sql.kbquery import KBQuery
 from agentkb.storage.knowledge_bases import KnowledgeBaseRow
@@ -30,3 +32,19 @@ class DataSourceEngines(Protocol):
     """A registered data source's pooled engine and its pushdown dialect."""
 
     async def engine_for(self, name: str) -> tuple[Engine, str]: ...
+
+
+class UploadedFile(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def columns(self) -> list[str] | None: ...  # None: a document, not a table
+
+
+class UploadedTables(Protocol):
+    """The uploaded files (the file service): its table files are the `files` data source's tables."""
+
+    async def list(self) -> Sequence[UploadedFile]: ...
+
+    async def open_parsed(self, name: str) -> ParsedFile: ...

@@ -92,7 +92,8 @@ def system_prompt(
     if kb_names:
         example = kb_names[0]
         parts.append(
-            f"Knowledge bases you can search: {', '.join(kb_names)}. kb_list_tool lists them. To search one, "
+            f"Knowledge bases you can search: {', '.join(kb_names)}. kb_list_tool lists them; kb_info_tool "
+            "shows a knowledge base's schema and sample rows. To search one, "
             "call kb_query_tool with one SQL statement, for example "
             f"`SELECT * FROM {example} WHERE content = 'what to look for' LIMIT 5`; metadata columns can be "
             "filtered too (`AND <column> = 'value'`). Results list chunk_content with its metadata and relevance."

@@ -43,6 +43,7 @@ from pydantic_ai.usage import UsageLimits
 from agentkb.agents.events import Action, End, Error, ErrorType, Event, Output, Source, Start, Step
 from agentkb.agents.prompt import Conversation, parse_messages, system_prompt
 from agentkb.agents.providers import MissingCredentials, ProviderContext, build_model, model_settings
+from agentkb.agents.structured import rows_of, rows_output
 from agentkb.agents.tools import AgentTools, ToolResult, ToolSpec
 from agentkb.agents.trace import RunTrace, TraceStep, public_model
 from agentkb.storage.agents import AgentRow
@@ -138,8 +139,10 @@ class _Runner:
         *,
         max_steps: int,
         http_client: httpx2.AsyncClient,
+        columns: tuple[str, ...] = (),
     ) -> None:
         self.agent = agent
+        self.columns = columns
         self.conversation = conversation
         self.tools = tools
         self.trace = trace
@@ -183,16 +186,19 @@ class _Runner:
                 kb_names=list(self.tools.kb_names),
                 table_names=list(self.tools.table_names),
             )
-            agent: Agent[None, str] = Agent(
+            instructions = system_prompt(
+                self.agent.prompt_template, context.kb_names, context.table_names, self.conversation.system
+            )
+            output_type: Any = str
+            if self.columns:
+                output_type, asked = rows_output(self.columns)
+                instructions += "\n\n" + asked
+            agent: Agent[None, Any] = Agent(
                 build_model(context),
-                instructions=system_prompt(
-                    self.agent.prompt_template,
-                    context.kb_names,
-                    context.table_names,
-                    self.conversation.system,
-                ),
+                instructions=instructions,
                 tools=[self._tool(spec) for spec in self.tools.specs()],
                 model_settings=model_settings(self.agent.model),
+                output_type=output_type,
                 retries=2,
             )
             limits = UsageLimits(tool_calls_limit=self.max_steps, request_limit=self.max_steps + 5)
@@ -205,9 +211,11 @@ class _Runner:
                             await self._call_tools(node, run.ctx)
                 finally:
                     usage = run.usage
-                answer = run.result.output if run.result is not None else ""
+                output = run.result.output if run.result is not None else ""
+            rows = rows_of(output, self.columns)
+            answer = output if rows is None else json.dumps(rows, default=str)
             self.trace.finish("completed", answer=answer)
-            final = self._output(answer)
+            final = self._output(answer, rows)
         except UsageLimitExceeded:
             answer = f"I could not finish within {self.max_steps} steps."
             self.trace.finish("max_steps", answer=answer)
@@ -225,9 +233,10 @@ class _Runner:
         self.emit(final)
         self.queue.put_nowait(None)
 
-    def _output(self, answer: str) -> Output:
+    def _output(self, answer: str, rows: list[dict[str, Any]] | None = None) -> Output:
         return Output(
             answer=answer,
+            rows=tuple(rows) if rows is not None else None,
             sources=tuple(self.sources),
             context=tuple(self.context),
             trace_id=self.trace.trace_id,
@@ -242,7 +251,7 @@ class _Runner:
             "duration_ms": self.trace.elapsed_ms(),
         }
 
-    async def _call_tools(self, node: CallToolsNode[None, str], ctx: Any) -> None:
+    async def _call_tools(self, node: CallToolsNode[None, Any], ctx: Any) -> None:
         """Stream one model response's tool calls: Action before each tool runs, Step right after.
         Calls run one at a time (`sequential`); an Action waits until the previous call's Step."""
         logs = _logs(node.model_response)
@@ -345,15 +354,26 @@ async def run_agent(
     max_steps: int = 10,
     http_client: httpx2.AsyncClient,
     trace: RunTrace | None = None,
+    columns: tuple[str, ...] = (),
 ) -> AsyncGenerator[Event, None]:
     """Run `agent` on `messages` and yield its events. Raises BadRequest (before the first event) when the
     messages hold no question. Pass `trace` to keep the run's trace; it is complete once End is yielded
-    or the generator is closed (status "cancelled" if the run had not finished)."""
+    or the generator is closed (status "cancelled" if the run had not finished). `columns` asks the model for
+    its answer as rows with those columns (`structured.py`); Output.rows carries them."""
     conversation = parse_messages(messages)
     if trace is None:
         trace = RunTrace(agent.id, agent.project_id, conversation.prompt, public_model(agent.model))
     queue: asyncio.Queue[Event | None] = asyncio.Queue()
-    runner = _Runner(agent, conversation, tools, trace, queue, max_steps=max_steps, http_client=http_client)
+    runner = _Runner(
+        agent,
+        conversation,
+        tools,
+        trace,
+        queue,
+        max_steps=max_steps,
+        http_client=http_client,
+        columns=columns,
+    )
     yield Start(prompt=conversation.prompt, trace_id=trace.trace_id)
     task = asyncio.create_task(runner.run(), name=f"agent-run-{trace.trace_id}")
     deadline = asyncio.get_running_loop().time() + timeout_s
@@ -372,5 +392,6 @@ async def run_agent(
             yield event
     finally:
         await _stop(task)
+        tools.close()
         trace.finish("cancelled", error="The run was cancelled before it finished (the client went away)")
     yield End()

@@ -14,16 +14,22 @@ resolve it to an allowed table. The query then runs as rendered from the checked
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import logging
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy
+import sqlglot
 from sqlalchemy import Engine
 from sqlalchemy.exc import NoSuchTableError
 from sqlglot import exp
+from sqlglot.errors import SqlglotError
 
+from agentkb.agents.files_db import DIALECT as FILES_DIALECT
+from agentkb.agents.files_db import FILES
 from agentkb.agents.ports import DataSourceEngines
 from agentkb.errors import BadRequest, NotFound
 from agentkb.sql import pushdown
@@ -35,6 +41,7 @@ log = logging.getLogger(__name__)
 _DENIED_FUNCTIONS = frozenset({"current_setting", "inet_server_addr", "inet_server_port", "inet_client_addr"})
 _DENIED_PREFIX = "pg_"
 _ALLOWED_PG_FUNCTIONS = frozenset({"pg_typeof", "pg_column_size", "pg_size_pretty"})
+_GLOB = re.compile(r"[*?\[]")
 
 
 def refused(detail: str) -> BadRequest:
@@ -66,6 +73,11 @@ class AllowedTable:
 class AllowList:
     tables: tuple[AllowedTable, ...] = ()
     dialects: Mapping[str, str] = field(default_factory=dict)  # data source -> pushdown dialect
+    entries: tuple[str, ...] = ()  # the agent's `data.tables` as given (patterns included), for messages
+
+    def not_found(self, name: str) -> BadRequest:
+        """MindsDB's refusal (`SQLAgent.check_table_permission`)."""
+        return refused(f"Table {name} not found. Available tables: {', '.join(self.entries)}")
 
     @property
     def names(self) -> list[str]:
@@ -112,11 +124,60 @@ class Rows:
 
 
 def fence(sql: str, allowed: AllowList) -> FencedQuery:
-    """Check `sql` against the agent's tables and render it; `BadRequest` saying why it is refused."""
-    query = pushdown.parse_select(sql)
+    """Check `sql` against the agent's tables and render it; `BadRequest` saying why it is refused.
+
+    A refused query whose table names hold back-quoted dots (`` `pg.public`.planets ``, `` `files.f1` ``) is
+    tried again with those names split into their parts, as MindsDB does for LLMs that quote badly."""
+    try:
+        return _fence(sql, allowed)
+    except BadRequest:
+        split = split_quoted_names(sql)
+        if split is None:
+            raise
+        try:
+            return _fence(split, allowed)
+        except BadRequest:
+            pass
+        raise
+
+
+def split_quoted_names(sql: str) -> str | None:
+    """`sql` with each table name part that is quoted and holds dots split into parts; None if there is none."""
+    for dialect in ("mysql", "postgres"):
+        try:
+            trees = [t for t in sqlglot.parse(sql, read=dialect) if t is not None]
+        except (SqlglotError, RecursionError):
+            continue
+        changed = False
+        for tree in trees:
+            for table in tree.find_all(exp.Table):
+                parts = [p for p in (table.args.get(k) for k in ("catalog", "db", "this")) if p is not None]
+                if not all(isinstance(p, exp.Identifier) for p in parts):
+                    continue
+                names: list[exp.Identifier] = []
+                for part in parts:
+                    if part.quoted and "." in part.name:
+                        names.extend(exp.to_identifier(n, quoted=True) for n in part.name.split("."))
+                    else:
+                        names.append(part)
+                if len(names) == len(parts) or len(names) > 3:
+                    continue
+                changed = True
+                for key, value in zip(("this", "db", "catalog"), reversed(names), strict=False):
+                    table.set(key, value)
+        if not changed:
+            return None
+        return ";".join(tree.sql(dialect=dialect) for tree in trees)
+    return None
+
+
+def _fence(sql: str, allowed: AllowList) -> FencedQuery:
+    query = pushdown.parse_select(sql, allow=frozenset({FILES}))
     dialect = allowed.dialects.get(query.datasource)
     if dialect is None:
-        raise refused(f"The data source {query.datasource} is not available to this agent")
+        first = next((t for t in query.tree.find_all(exp.Table) if isinstance(t.this, exp.Identifier)), None)
+        rest = [p.name for p in first.parts] if first is not None else []
+        raise allowed.not_found(".".join([query.datasource, *rest]))
     _check_extras(query.tree)
     used: list[AllowedTable] = []
     for table in query.tree.find_all(exp.Table):
@@ -131,8 +192,9 @@ def fence(sql: str, allowed: AllowList) -> FencedQuery:
         schema_name = _effective(schema, dialect) if isinstance(schema, exp.Identifier) else None
         entry = allowed.find(query.datasource, schema_name, name)
         if entry is None:
-            shown = ".".join(p for p in (query.datasource, schema_name, name) if p is not None)
-            raise refused(f"Table {shown} is not available to this agent")
+            raise allowed.not_found(
+                ".".join(p for p in (query.datasource, schema_name, name) if p is not None)
+            )
         _pin(table, entry, dialect)
         if entry not in used:
             used.append(entry)
@@ -253,11 +315,15 @@ def _canonical(table: str, names: Sequence[str] | None) -> str:
     return matches[0] if len(matches) == 1 else table
 
 
-async def resolve_tables(entries: Sequence[str], data_sources: DataSourceEngines) -> AllowList:
-    """Expand `<ds>.*` / `<ds>.<schema>.*` by inspection, and spell named tables as the database does.
+async def resolve_tables(
+    entries: Sequence[str], data_sources: DataSourceEngines, files: Sequence[str] | None = None
+) -> AllowList:
+    """Expand patterns (`<ds>.*`, `<ds>.<schema>.*`, `files.show*`: fnmatch, case-insensitive) by
+    inspection, and spell named tables as the database does. `files` lists the uploaded table files (the
+    `files` data source; None: it is not offered).
 
     Entries of a data source that does not exist are dropped; if a source cannot be inspected, its named
-    tables are kept as written (queries will report the connection error) and its wildcards give nothing.
+    tables are kept as written (queries will report the connection error) and its patterns give nothing.
     """
     wanted: dict[str, list[tuple[str | None, str]]] = {}
     for entry in entries:
@@ -269,21 +335,24 @@ async def resolve_tables(entries: Sequence[str], data_sources: DataSourceEngines
     tables: list[AllowedTable] = []
     dialects: dict[str, str] = {}
     for datasource, refs in wanted.items():
-        try:
-            engine, dialect = await data_sources.engine_for(datasource)
-        except NotFound:
-            log.warning("agent table source %s does not exist; its tables are skipped", datasource)
-            continue
-        dialects[datasource] = dialect
-        try:
-            listed = await asyncio.to_thread(_list_tables, engine, {schema for schema, _ in refs})
-        except Exception as exc:  # noqa: BLE001 - an unreachable source must not fail the whole run
-            log.warning("cannot list the tables of %s: %s", datasource, exc)
-            listed = {}
+        listed: dict[str | None, list[str]] = {}
+        if datasource == FILES and files is not None:
+            dialects[datasource], listed = FILES_DIALECT, {None: list(files)}
+        else:
+            try:
+                engine, dialects[datasource] = await data_sources.engine_for(datasource)
+            except NotFound:
+                log.warning("agent table source %s does not exist; its tables are skipped", datasource)
+                continue
+            try:
+                listed = await asyncio.to_thread(_list_tables, engine, {schema for schema, _ in refs})
+            except Exception as exc:  # noqa: BLE001 - an unreachable source must not fail the whole run
+                log.warning("cannot list the tables of %s: %s", datasource, exc)
         for schema, table in refs:
             names = listed.get(schema)
-            if table == "*":
-                tables.extend(AllowedTable(datasource, schema, name) for name in names or ())
+            if _GLOB.search(table):
+                matched = [n for n in names or () if fnmatch.fnmatchcase(n.casefold(), table.casefold())]
+                tables.extend(AllowedTable(datasource, schema, name) for name in matched)
             else:
                 tables.append(AllowedTable(datasource, schema, _canonical(table, names)))
-    return AllowList(tuple(dict.fromkeys(tables)), dialects)
+    return AllowList(tuple(dict.fromkeys(tables)), dialects, tuple(entries))

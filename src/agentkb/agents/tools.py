@@ -1,149 +1,41 @@
 """The agent's tools, with MindsDB 25.14's names and observation texts (contract §4).
 
-Knowledge bases give `kb_list_tool` and `kb_query_tool` (through `KBSearch.query`: the search service, the executor of the
-HTTP search endpoint); tables give `sql_db_list_tables`, `sql_db_schema` and `sql_db_query` (through
-`sql_fence`). Each tool takes one string; `AgentTools.call` never raises for bad input: the observation says
-what went wrong, so the model can try again.
+Knowledge bases give `kb_list_tool`, `kb_info_tool` and `kb_query_tool` (`kb_tools.py`, through `KBSearch.query`:
+the search service, the executor of the HTTP search endpoint); tables give `sql_db_list_tables`,
+`sql_db_schema` and `sql_db_query` (through `sql_fence`), over registered data sources and the uploaded table
+files (`files.<name>`, `files_db.py`). Each tool takes one string; `AgentTools.call` never raises for bad
+input: the observation says what went wrong, so the model can try again.
 """
 
 from __future__ import annotations
 
 import asyncio
-import csv
-import io
 import json
 import logging
-import statistics
-from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
-from numbers import Number
-from typing import Any, Literal
+from collections.abc import Awaitable, Callable
+
+from sqlalchemy import Engine
 
 from agentkb.agents import sql_fence
-from agentkb.agents.ports import DataSourceEngines, KBCatalog, KBSearch
+from agentkb.agents.files_db import FILES, FileTables
+from agentkb.agents.kb_tools import KBTools
+from agentkb.agents.observations import Citation, ToolResult, ToolSpec, cut, format_result, to_csv
+from agentkb.agents.ports import DataSourceEngines, KBCatalog, KBSearch, UploadedTables
 from agentkb.agents.sql_fence import AllowedTable, AllowList, FencedQuery, Rows
-from agentkb.errors import AgentKBError, BadRequest, NotFound
-from agentkb.kb.search import COLUMNS, Hit
-from agentkb.sql.kbquery import KBQuery, parse_kb_select, strip_wrappers
+from agentkb.errors import AgentKBError, BadRequest
+from agentkb.sql.kbquery import strip_wrappers
+
+__all__ = ["AgentTools", "Citation", "ToolResult", "ToolSpec"]
 
 log = logging.getLogger(__name__)
 
-SHOWN_ROWS = 30  # MindsDB describes larger results and shows their first 30 rows
 SAMPLE_ROWS = 3
-SAMPLE_CHARS = 100
 THREAD_GRACE_S = 15.0  # how long past the statement timeout a worker may take before the tool gives up
-KB_ERROR = (
-    "Error executing knowledge base query: {}. "
-    "Please check that the knowledge base exists and your query syntax is correct."
-)
-
-
-@dataclass(frozen=True)
-class Citation:
-    kind: Literal["kb", "table"]
-    name: str  # kb: "<project>.<kb>"; table: "<ds>.<table>"
-    chunk_id: str | None = None
-    source: str | None = None
-
-
-@dataclass(frozen=True)
-class ToolResult:
-    observation: str
-    citations: tuple[Citation, ...] = ()
-    context: tuple[dict[str, Any], ...] = ()  # {"page_content", "metadata"} per KB hit; row dicts for tables
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    name: str
-    description: str
-    input_description: str  # the one string argument, named "tool_input"
-
-
-# --- observation formatting ----------------------------------------------------------------------------
-
-
-def to_csv(rows: Sequence[Sequence[Any]]) -> str:
-    """MindsDB's `list_to_csv_str`: csv.writer(dialect="excel"), CRLF line ends, `str()` of each cell."""
-    out = io.StringIO()
-    csv.writer(out, dialect="excel").writerows([[str(v) for v in row] for row in rows])
-    return out.getvalue()
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, Number) and not isinstance(value, bool)
-
-
-def describe(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A small stand-in for pandas' `describe(include="all")`: count, unique, top, freq, mean, min, max."""
-    labels = ("count", "unique", "top", "freq", "mean", "min", "max")
-    table: list[list[str]] = [["", *columns]] + [[label] for label in labels]
-    for i in range(len(columns)):
-        values = [row[i] for row in rows if row[i] is not None]
-        counts = Counter(str(v) for v in values)
-        top, freq = counts.most_common(1)[0] if counts else ("NaN", "NaN")
-        numeric = bool(values) and all(_is_number(v) for v in values)
-        stats: list[Any] = [len(values), "NaN", "NaN", "NaN", "NaN", "NaN", "NaN"]
-        if numeric:
-            stats[4:] = [round(statistics.fmean(float(v) for v in values), 6), min(values), max(values)]
-        elif values:
-            stats[1:4] = [len(counts), top if len(top) <= 40 else top[:37] + "...", freq]
-        for line, value in zip(table[1:], stats, strict=True):
-            line.append(str(value))
-    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
-    return "\n".join(
-        "  ".join(
-            cell.ljust(w) if i == 0 else cell.rjust(w)
-            for i, (cell, w) in enumerate(zip(line, widths, strict=False))
-        )
-        for line in table
-    )
-
-
-def format_result(columns: Sequence[str], rows: Sequence[Sequence[Any]], truncated: bool = False) -> str:
-    """MindsDB's observation for a query result; a truncated one says which rows it holds."""
-    text = f"Output columns: {', '.join(repr(c) for c in columns)}\n"
-    if len(rows) > SHOWN_ROWS:
-        count = f"more than {len(rows)} rows (first {len(rows)} rows)" if truncated else f"{len(rows)} rows"
-        text += f"\nResult has {count}. Description of data:\n{describe(columns, rows)}\n\n"
-        text += f"First {SHOWN_ROWS} rows:\n"
-    else:
-        text += "Result in CSV format (dialect is 'excel'):\n"
-    text += to_csv([list(columns), *rows[:SHOWN_ROWS]])
-    if truncated and len(rows) <= SHOWN_ROWS:
-        text += f"(first {len(rows)} rows)\n"
-    return text
-
-
-def _cut(value: Any) -> str:
-    text = str(value)
-    return text[:SAMPLE_CHARS] + "..." if len(text) > SAMPLE_CHARS else text
-
-
-def _hit_value(hit: Hit, column: str) -> Any:
-    return getattr(hit, column) if column in COLUMNS else hit.metadata.get(column)
-
-
-def _sort_key(value: Any) -> tuple[int, float, str]:
-    """Numbers, then text, then NULL (so NULLs come first when descending, as in PostgreSQL)."""
-    if value is None:
-        return (2, 0.0, "")
-    return (0, float(value), "") if _is_number(value) else (1, 0.0, str(value))
-
-
-def _order(rows: list[list[Any]], columns: Sequence[str], order_by: Sequence[tuple[str, bool]]) -> None:
-    for column, descending in reversed(order_by):  # stable sorts, last key first
-        if column in columns:
-            i = columns.index(column)
-            rows.sort(key=lambda row: _sort_key(row[i]), reverse=descending)
-
-
-# --- the tools -----------------------------------------------------------------------------------------
+_MISSING = ("does not exist", "doesn't exist", "not available", "no such table", "not found")
 
 
 class AgentTools:
-    """The tools of one agent run, over its knowledge bases and tables (wildcards expanded by `resolve`)."""
+    """The tools of one agent run, over its knowledge bases and tables (patterns expanded by `resolve`)."""
 
     def __init__(
         self,
@@ -154,23 +46,33 @@ class AgentTools:
         search: KBSearch,
         data_sources: DataSourceEngines,
         kb_service: KBCatalog,
+        files: UploadedTables | None = None,
         row_cap: int = 100,
         statement_timeout_s: float = 30.0,
     ) -> None:
         self.project = project
-        self.search = search
         self.data_sources = data_sources
-        self.kb_service = kb_service
         self.row_cap = max(1, row_cap)
         self.statement_timeout_s = statement_timeout_s
-        self._kb_entries = list(knowledge_bases)
+        self.kbs = KBTools(
+            project=project,
+            entries=knowledge_bases,
+            search=search,
+            kb_catalog=kb_service,
+            row_cap=self.row_cap,
+        )
+        self.files = FileTables(files) if files is not None else None
         self._table_entries = list(tables)
-        self._kbs: list[str] | None = None
+        self._resolved = False
         self._allowed = AllowList()
         self._lock = asyncio.Lock()
         self._handlers: dict[str, Callable[[str], Awaitable[ToolResult]]] = {}
-        if self._kb_entries:
-            self._handlers |= {"kb_list_tool": self._kb_list, "kb_query_tool": self._kb_query}
+        if knowledge_bases:
+            self._handlers |= {
+                "kb_list_tool": self.kbs.list,
+                "kb_info_tool": self.kbs.info,
+                "kb_query_tool": self.kbs.query,
+            }
         if self._table_entries:
             self._handlers |= {
                 "sql_db_list_tables": self._list_tables,
@@ -180,33 +82,30 @@ class AgentTools:
 
     @property
     def kb_names(self) -> list[str]:
-        return list(self._kbs or ())
+        return list(self.kbs.names or ())
 
     @property
     def table_names(self) -> list[str]:
         return self._allowed.names
 
     async def resolve(self) -> None:
-        """Expand wildcards and drop knowledge bases that do not exist (once per run)."""
+        """Expand patterns and drop knowledge bases that do not exist (once per run)."""
         async with self._lock:
-            if self._kbs is not None:
+            if self._resolved:
                 return
-            names: list[str] = []
-            for entry in self._kb_entries:
-                project, _, kb = entry.rpartition(".")
-                try:
-                    if kb == "*":
-                        rows = await self.kb_service.list(project or self.project)
-                    else:
-                        rows = [await self.kb_service.get(project or self.project, kb)]
-                except NotFound:
-                    continue
-                names.extend(f"{row.project_name}.{row.name}" for row in rows)
-            self._allowed = await sql_fence.resolve_tables(self._table_entries, self.data_sources)
-            self._kbs = list(dict.fromkeys(names))
+            await self.kbs.resolve()
+            wants_files = any(e.split(".")[0].lower() == FILES for e in self._table_entries)
+            files = await self.files.names() if self.files is not None and wants_files else None
+            self._allowed = await sql_fence.resolve_tables(self._table_entries, self.data_sources, files)
+            self._resolved = True
+
+    def close(self) -> None:
+        """Release what the run opened (the uploaded files' database)."""
+        if self.files is not None:
+            self.files.close()
 
     def specs(self) -> list[ToolSpec]:
-        resolved = self._kbs is not None  # before `resolve`, the names are left to the listing tools
+        resolved = self._resolved  # before `resolve`, the names are left to the listing tools
         kbs = json.dumps(self.kb_names) if resolved else "see kb_list_tool"
         tables = ", ".join(self.table_names) if resolved else "see sql_db_list_tables"
         specs = {
@@ -214,6 +113,12 @@ class AgentTools:
                 "kb_list_tool",
                 "Lists the knowledge bases you can query, as a JSON list of names.",
                 "an empty string",
+            ),
+            "kb_info_tool": ToolSpec(
+                "kb_info_tool",
+                "Describes knowledge bases: their schema (embedding model, metadata and content columns) "
+                "and up to 20 sample rows.",
+                "a comma-separated list of knowledge base names",
             ),
             "kb_query_tool": ToolSpec(
                 "kb_query_tool",
@@ -260,40 +165,6 @@ class AgentTools:
             log.exception("tool %s failed", name)
             return ToolResult(f"Error executing query: {exc}")
 
-    # --- knowledge bases ---
-
-    async def _kb_list(self, _: str) -> ToolResult:
-        return ToolResult(json.dumps(self.kb_names) if self.kb_names else "No knowledge bases found.")
-
-    def _allowed_kb(self, query: KBQuery) -> str:
-        wanted = f"{query.project or self.project}.{query.kb}"
-        for name in self.kb_names:
-            if name.casefold() == wanted.casefold():
-                return name
-        available = json.dumps(self.kb_names)
-        raise BadRequest(f"Knowledge base {wanted} is not available to this agent. Available: {available}")
-
-    async def _kb_query(self, tool_input: str) -> ToolResult:
-        try:
-            query = parse_kb_select(tool_input, self.project)
-            project, _, kb = self._allowed_kb(query).partition(".")
-            query = replace(query, project=project, kb=kb)
-            if query.content is None and query.limit is None:
-                query = replace(query, limit=self.row_cap)  # a bare listing would read the whole KB
-            _, hits = await self.search.query(query, self.project)
-        except Exception as exc:  # noqa: BLE001 - parse, permission, search and database errors alike
-            detail = exc.detail if isinstance(exc, AgentKBError) else str(exc)
-            return ToolResult(KB_ERROR.format(detail.rstrip(".")))
-        columns = list(query.columns or COLUMNS)
-        rows = [[_hit_value(hit, c) for c in columns] for hit in hits]
-        _order(rows, columns, query.order_by)
-        name = f"{project}.{kb}"
-        return ToolResult(
-            format_result(columns, rows),
-            tuple(Citation("kb", name, h.chunk_id, h.metadata.get("_source")) for h in hits),
-            tuple({"page_content": h.chunk_content, "metadata": h.metadata} for h in hits),
-        )
-
     # --- tables ---
 
     async def _list_tables(self, _: str) -> ToolResult:
@@ -301,14 +172,19 @@ class AgentTools:
 
     def _sql_error(self, detail: str) -> str:
         text = f"Error: {detail}"
-        lowered = detail.lower()
-        if any(s in lowered for s in ("does not exist", "doesn't exist", "not available", "no such table")):
+        if any(s in detail.lower() for s in _MISSING) and "Available tables:" not in detail:
             text += f"\nAvailable tables: {', '.join(self.table_names)}"
         return text
 
+    async def _engine(self, datasource: str) -> Engine:
+        if datasource == FILES and self.files is not None:
+            return await self.files.engine([t.table for t in self._allowed.tables if t.datasource == FILES])
+        engine, _ = await self.data_sources.engine_for(datasource)
+        return engine
+
     async def _run(self, sql: str, row_cap: int) -> tuple[FencedQuery, Rows]:
         fenced = sql_fence.fence(sql, self._allowed)
-        engine, _ = await self.data_sources.engine_for(fenced.datasource)
+        engine = await self._engine(fenced.datasource)
         work = asyncio.to_thread(sql_fence.fetch, engine, fenced.sql, row_cap, self.statement_timeout_s)
         try:
             rows = await asyncio.wait_for(work, self.statement_timeout_s + THREAD_GRACE_S)
@@ -336,8 +212,8 @@ class AgentTools:
             if not name:
                 continue
             table = self._allowed.lookup(name)
-            if table is None:
-                blocks.append(self._sql_error(f"Table {name} is not available to this agent"))
+            if table is None:  # MindsDB's `_resolve_table_names`
+                blocks.append(self._sql_error(f"Tables: {name} not found in the database"))
                 continue
             try:
                 blocks.append(await self._table_info(table))
@@ -350,9 +226,9 @@ class AgentTools:
 
     async def _table_info(self, table: AllowedTable) -> str:
         _, sample = await self._run(f"SELECT * FROM {table.reference()} LIMIT {SAMPLE_ROWS}", SAMPLE_ROWS)
-        engine, _ = await self.data_sources.engine_for(table.datasource)
+        engine = await self._engine(table.datasource)
         types = await asyncio.to_thread(sql_fence.table_columns, engine, table)
-        rows = [[_cut(v) for v in row] for row in sample.rows]
+        rows = [[cut(v) for v in row] for row in sample.rows]
         return (
             f"Table named `{table.name}`:\n\n"
             f"Sample with first {SAMPLE_ROWS} rows from table {table.name} "

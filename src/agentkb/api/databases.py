@@ -118,7 +118,7 @@ async def list_databases(services: ServicesDep) -> Any:
 async def create_database(body: DatabaseRequest, services: ServicesDep) -> Any:
     fields = body.database
     row = await services.data_sources.create(
-        fields.name, fields.engine, fields.parameters, check_connection=body.check_connection
+        fields.name, fields.engine, fields.parameters, keep_case=True, check_connection=body.check_connection
     )
     return JSON(created_record(row), status_code=201)
 
@@ -145,7 +145,11 @@ async def put_database(database_name: str, body: DatabaseRequest, services: Serv
     the given ones over the stored ones; a secret sent back as `******` keeps the stored secret."""
     fields = body.database
     row, created = await services.data_sources.put(
-        database_name, fields.engine, fields.parameters, check_connection=body.check_connection
+        database_name,
+        fields.engine,
+        fields.parameters,
+        keep_case=True,
+        check_connection=body.check_connection,
     )
     return JSON(created_record(row), status_code=201) if created else JSON(data_record(row))
 

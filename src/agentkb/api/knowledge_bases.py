@@ -22,6 +22,7 @@ from agentkb.api.schemas import (
     kb_record,
 )
 from agentkb.errors import BadRequest
+from agentkb.service.kb_admin import settings_only
 from agentkb.service.knowledge_bases import KnowledgeBaseInput
 from agentkb.service.types import (
     DEFAULT_ALPHA,
@@ -101,9 +102,16 @@ async def insert_into_knowledge_base(
 ) -> Any:
     """Insert rows / query results / files / pages (spec 4.5). By default the request waits: 200 with
     MindsDB's JSON body `""` once everything is stored (headers `X-Agentkb-Job` and `X-Agentkb-Ingest`
-    name the job and count the work)."""
+    name the job and count the work). `params` with the KB's settings (`embedding_model`,
+    `reranking_model`, `id_column`, `content_columns`, `metadata_columns`, `preprocessing`) change them as
+    ALTER KNOWLEDGE_BASE does (keys of the models merged), before the data is inserted."""
     fields = body.knowledge_base
     given = InsertInput(**fields.model_dump(include=set(InsertInput.__slots__)))
+    if given.rows is None and given.query is None and given.files is None and given.urls is None:
+        settings = settings_only(given.params, given.preprocessing)
+        if settings is not None:  # no data: MindsDB's PUT then only updates the KB (as ALTER KNOWLEDGE_BASE)
+            await services.kb_admin.alter(project_name, kb_name, settings)
+            return JSON("")
     wait = not (async_ or (prefer is not None and "respond-async" in prefer.lower()))
     job = await services.ingest.submit(project_name, kb_name, given, wait=wait)
     if not wait:

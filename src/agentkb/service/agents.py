@@ -3,8 +3,8 @@
 Secret fields of `model` and `params` are stored sealed (`secrecy.SecretBox`). The spec has the agent
 record echo `model` (its `api_key` included), so the rows this service returns carry `model` revealed (a
 secret that cannot be decrypted reads `******`); `params` stay sealed and are masked by the encoders.
-`get_for_run` reveals strictly, for calling the provider. A secret sent back as `******` on update keeps
-the stored one.
+`get_for_run` reveals both strictly, for calling the provider (flat params such as `openai_api_key` are
+credentials too). A secret sent back as `******` on update keeps the stored one.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
-from agentkb.errors import BadRequest, Conflict, agent_not_found, project_not_found
+from agentkb.errors import BadRequest, Conflict, NotFound, agent_not_found, project_not_found
 from agentkb.secrecy import SecretBox, restore_masked
 from agentkb.service import projects
 from agentkb.storage import agents as repo
@@ -33,8 +33,9 @@ from agentkb.validation import (
 
 PROVIDERS = ("extractive", "openai", "anthropic", "google", "ollama")
 _PART = IDENTIFIER.pattern.strip("^$")
-_KB_REF = re.compile(rf"^(?:({_PART})\.)?({_PART}|\*)$")
-_TABLE_REF = re.compile(rf"^{_PART}(?:\.{_PART})?\.(?:{_PART}|\*)$")
+_NAME_PATTERN = r"[A-Za-z0-9_*?]*[*?][A-Za-z0-9_*?]*"  # MindsDB matches data names with fnmatch: kb_show*
+_KB_REF = re.compile(rf"^(?:({_PART})\.)?({_PART}|{_NAME_PATTERN})$")
+_TABLE_REF = re.compile(rf"^{_PART}(?:\.{_PART})?\.(?:{_PART}|{_NAME_PATTERN})$")
 _PROVIDER_BY_PREFIX = (
     ("gpt", "openai"),
     ("o1", "openai"),
@@ -89,6 +90,11 @@ def build_model(given: AgentInput, default: dict[str, Any]) -> dict[str, Any] | 
         )
     if provider is None:
         out["provider"] = provider = _infer_provider(model_name, default)
+    if provider == "mindsdb":  # a MindsDB model: agentkb has none, so it cannot exist (MindsDB's 404)
+        raise NotFound(
+            f'The model "{model_name}" does not exist. Please ensure that the name is correct and try again.',
+            title="Resource not found",
+        )
     if provider not in PROVIDERS:
         raise BadRequest(
             f"'model.provider' {provider!r} is not supported; use one of: {', '.join(PROVIDERS)}",
@@ -111,7 +117,8 @@ def build_data(data: Any, project: Project) -> dict[str, list[str]]:
         match = _KB_REF.match(entry)
         if match is None:
             raise BadRequest(
-                f"'data.knowledge_bases' entry {entry!r} must be '<project>.<knowledge_base>' or '<project>.*'",
+                f"'data.knowledge_bases' entry {entry!r} must be '<project>.<knowledge_base>', "
+                "'<project>.*' or a name pattern such as 'kb_*'",
                 title="Invalid data",
             )
         full = entry if match.group(1) else f"{project.name}.{entry}"
@@ -121,7 +128,8 @@ def build_data(data: Any, project: Project) -> dict[str, list[str]]:
     for entry in check_str_list(data.get("tables") or [], "data.tables"):
         if _TABLE_REF.match(entry) is None:
             raise BadRequest(
-                f"'data.tables' entry {entry!r} must be '<data_source>.<table>' or '<data_source>.*'",
+                f"'data.tables' entry {entry!r} must be '<data_source>.<table>', '<data_source>.*' or a "
+                "name pattern such as 'files.sales_*'",
                 title="Invalid data",
             )
         if entry not in tables:
@@ -179,13 +187,22 @@ class AgentService:
         return self._shown(await self._stored(project_name, name))
 
     async def get_for_run(self, project_name: str, name: str) -> AgentRow:
-        """The agent with its model's secrets decrypted (`SecretUnavailable` if one cannot be)."""
+        """The agent with the secrets of its model and params decrypted (`SecretUnavailable` if one cannot
+        be): flat params such as `openai_api_key` reach the model too (`credentials.llm_config`)."""
         agent = await self._stored(project_name, name)
-        return replace(agent, model=self.box.reveal(agent.model, f"agent {agent.name} model"))
+        return replace(
+            agent,
+            model=self.box.reveal(agent.model, f"agent {agent.name} model"),
+            params=self.box.reveal(agent.params, f"agent {agent.name} params"),
+        )
 
     async def create(self, project_name: str, given: AgentInput) -> AgentRow:
         name = check_name(given.name, "name")
-        model = build_model(given, self.default_model) or dict(self.default_model)
+        # Without a model, the default's name is recorded; its key and other settings apply at run time
+        # (`credentials.llm_config`), so a changed default reaches the agent and its key stays out of records.
+        model = build_model(given, self.default_model) or {
+            k: self.default_model[k] for k in ("provider", "model_name") if k in self.default_model
+        }
         prompt = _prompt(given)
         params = _params(given)
         try:

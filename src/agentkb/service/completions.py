@@ -9,8 +9,8 @@ The agent's provider key is decrypted for the run only; error texts (events and 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
-from dataclasses import replace
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
@@ -22,10 +22,12 @@ from agentkb.agents.providers import provider_name
 from agentkb.agents.run import run_agent
 from agentkb.agents.tools import AgentTools
 from agentkb.agents.trace import RunTrace, public_model
+from agentkb.credentials import llm_config
 from agentkb.errors import BadRequest, NotFound, UpstreamError
 from agentkb.secrecy import mask_secrets, mask_text, secret_values
 from agentkb.service.agents import AgentService
 from agentkb.service.data_sources import DataSourceService
+from agentkb.service.files import FileService
 from agentkb.service.knowledge_bases import KnowledgeBaseService
 from agentkb.service.search import SearchService
 from agentkb.settings import Settings
@@ -47,7 +49,30 @@ ERROR_TITLES = {
 }
 
 
-def _number(params: dict[str, Any], key: str, default: float, *, minimum: float) -> float:
+class AgentRunError(UpstreamError):
+    """A run that ended in an error event; `error_type` says which kind (timeout, authentication, ...)."""
+
+    def __init__(self, detail: str, error_type: str) -> None:
+        super().__init__(detail, title=ERROR_TITLES.get(error_type, "Agent failed"))
+        self.error_type = error_type
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """Per-query overrides of an agent's settings (`SELECT ... FROM <agent> ... USING ...`); None: the agent's."""
+
+    timeout: Any = None
+    max_iterations: Any = None
+    prompt_template: str | None = None
+    model: Mapping[str, Any] | None = None
+    columns: tuple[str, ...] = ()  # asked of the model as structured output rows (SQL select targets)
+
+    def settings(self, agent_params: Mapping[str, Any]) -> dict[str, Any]:
+        given = {"timeout": self.timeout, "max_iterations": self.max_iterations}
+        return {**agent_params, **{k: v for k, v in given.items() if v is not None}}
+
+
+def _number(params: Mapping[str, Any], key: str, default: float, *, minimum: float) -> float:
     value = params.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int | float) or value < minimum:
         raise BadRequest(f"Agent parameter '{key}' must be a number >= {minimum:g}", title="Invalid agent")
@@ -64,6 +89,8 @@ class CompletionService:
         kb_service: KnowledgeBaseService,
         settings: Settings,
         http_client: httpx2.AsyncClient,
+        *,
+        files: FileService | None = None,
     ) -> None:
         self.db = db
         self.agents = agents
@@ -72,22 +99,39 @@ class CompletionService:
         self.kb_service = kb_service
         self.settings = settings
         self.http_client = http_client
+        self.files = files  # uploaded table files are the `files` data source of the agents' tools
 
-    async def stream(self, project: str, agent_name: str, messages: Any) -> AsyncIterator[Event]:
+    async def stream(
+        self, project: str, agent_name: str, messages: Any, options: RunOptions | None = None
+    ) -> AsyncIterator[Event]:
         """Check the request, then return the run's events (Start ... End). 404/400 are raised here."""
         parse_messages(messages)
+        # the agent with its secrets decrypted: they are used for this run only
         agent = await self.agents.get_for_run(project, agent_name)  # 404s for the project or the agent
         project_name = project.lower()
-        provider_name(agent.model)
-        timeout_s = _number(agent.params, "timeout", self.settings.agent_timeout_s, minimum=0.001)
-        max_steps = int(_number(agent.params, "max_iterations", DEFAULT_MAX_STEPS, minimum=1))
-        return self._run(agent, project_name, messages, timeout_s, max_steps)
+        options = options or RunOptions()
+        timeout_s = self.timeout_s(agent.params, options)
+        max_steps = int(
+            _number(options.settings(agent.params), "max_iterations", DEFAULT_MAX_STEPS, minimum=1)
+        )
+        model = llm_config(agent.model, agent.params, self.settings.default_model, options.model)
+        provider_name(model)
+        prompt = options.prompt_template if options.prompt_template is not None else agent.prompt_template
+        agent = replace(agent, model=model, prompt_template=prompt)
+        return self._run(agent, project_name, messages, timeout_s, max_steps, options.columns)
 
-    async def complete(self, project: str, agent_name: str, messages: Any) -> dict[str, Any]:
+    def timeout_s(self, agent_params: Mapping[str, Any], options: RunOptions | None = None) -> float:
+        """The run's deadline: the query's `timeout`, else the agent's, else the server's default."""
+        settings = (options or RunOptions()).settings(agent_params)
+        return _number(settings, "timeout", self.settings.agent_timeout_s, minimum=0.001)
+
+    async def complete(
+        self, project: str, agent_name: str, messages: Any, options: RunOptions | None = None
+    ) -> dict[str, Any]:
         """MindsDB's `{"message": {"role", "content", "trace_id", ...}}`; a failed run is a 502."""
         output: Output | None = None
         error: Error | None = None
-        events = await self.stream(project, agent_name, messages)
+        events = await self.stream(project, agent_name, messages, options)
         async for event in events:
             if isinstance(event, Output):
                 output = event
@@ -96,16 +140,17 @@ class CompletionService:
         if error is not None or output is None:
             if error is None:
                 raise UpstreamError("The agent produced no answer", title="Agent failed")
-            raise UpstreamError(error.content, title=ERROR_TITLES.get(error.error_type, "Agent failed"))
-        return {
-            "message": {
-                "role": "assistant",
-                "content": output.answer,
-                "trace_id": output.trace_id,
-                "context": list(output.context),
-                "sources": list(output.sources),
-            }
+            raise AgentRunError(error.content, error.error_type)
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": output.answer,
+            "trace_id": output.trace_id,
+            "context": list(output.context),
+            "sources": list(output.sources),
         }
+        if output.rows is not None:  # asked for columns (RunOptions.columns): the answer as rows
+            message["rows"] = list(output.rows)
+        return {"message": message}
 
     async def trace(self, project: str, agent_name: str, trace_id: str) -> dict[str, Any]:
         agent = await self.agents.get(project, agent_name)  # 404s for the project or the agent
@@ -143,10 +188,17 @@ class CompletionService:
             search=self.search,
             data_sources=self.data_sources,
             kb_service=self.kb_service,
+            files=self.files,
         )
 
     async def _run(
-        self, agent: AgentRow, project_name: str, messages: Any, timeout_s: float, max_steps: int
+        self,
+        agent: AgentRow,
+        project_name: str,
+        messages: Any,
+        timeout_s: float,
+        max_steps: int,
+        columns: tuple[str, ...] = (),
     ) -> AsyncIterator[Event]:
         trace = RunTrace(
             agent.id, agent.project_id, parse_messages(messages).prompt, public_model(agent.model)
@@ -159,6 +211,7 @@ class CompletionService:
             max_steps=max_steps,
             http_client=self.http_client,
             trace=trace,
+            columns=columns,
         )
         stored = False
         try:

@@ -19,6 +19,7 @@ from agentkb.service.files import FileService
 from agentkb.service.health import HealthService
 from agentkb.service.ingest import IngestService
 from agentkb.service.jobs import JobService
+from agentkb.service.kb_admin import KnowledgeBaseAdmin
 from agentkb.service.knowledge_bases import KnowledgeBaseService
 from agentkb.service.lifecycle import Shutdown
 from agentkb.service.projects import ProjectService
@@ -35,6 +36,7 @@ class Services:
     projects: ProjectService
     agents: AgentService
     knowledge_bases: KnowledgeBaseService
+    kb_admin: KnowledgeBaseAdmin
     data_sources: DataSourceService
     ingest: IngestService
     jobs: JobService
@@ -71,6 +73,7 @@ def build_services(
     data_sources = DataSourceService(db, box=box)
     agent_service = AgentService(db, settings.default_model, box=box)
     kb_service = KnowledgeBaseService(db, settings.default_embedding_model, embedders.dimension, box=box)
+    kb_admin = KnowledgeBaseAdmin(db, embedders, box=box)
     search = SearchService(db, embedders, box=box)
     files = FileService(db, settings.data_dir / "files", max_bytes=settings.max_upload_bytes)
     ingest = IngestService(db, embedders, data_sources, heartbeat_s=settings.job_heartbeat_s, box=box)
@@ -78,7 +81,7 @@ def build_services(
     ingest.document_sources["urls"] = UrlSource(settings.crawl_allow_private)
     projects = ProjectService(db, settings.default_project)
     completions = CompletionService(
-        db, agent_service, search, data_sources, kb_service, settings, http_client
+        db, agent_service, search, data_sources, kb_service, settings, http_client, files=files
     )
     return Services(
         settings=settings,
@@ -86,6 +89,7 @@ def build_services(
         projects=projects,
         agents=agent_service,
         knowledge_bases=kb_service,
+        kb_admin=kb_admin,
         data_sources=data_sources,
         ingest=ingest,
         jobs=JobService(db, ingest, kb_service, stale_after_s=settings.job_stale_after_s),
@@ -102,6 +106,7 @@ def build_services(
             search=search,
             files=files,
             completions=completions,
+            kb_admin=kb_admin,
         ),
         auth=AuthService(db, settings),
         shutdown=shutdown,

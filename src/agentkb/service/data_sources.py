@@ -1,6 +1,7 @@
 """Data sources: external databases (MindsDB "integrations") that agents and knowledge bases read with SQL.
 
-Names share MindsDB's one namespace with projects and system databases, and are matched case-insensitively.
+Names share MindsDB's one namespace with projects and system databases, and are matched case-insensitively
+(the exact spelling first; DROP DATABASE matches exactly, as MindsDB's).
 Secret parameters (`password`, tokens, keys) are stored sealed (`secrecy.SecretBox`), masked by the
 encoders, and decrypted only to connect. A secret sent back as `******` on update keeps the stored one.
 """
@@ -58,7 +59,7 @@ class DataSourceService:
         row = None
         if is_identifier(name):
             async with self.db.connect() as conn:
-                row = await repo.get(conn, name.lower())
+                row = await repo.get(conn, name)
         if row is None:
             raise database_not_found(name)
         return row
@@ -68,15 +69,22 @@ class DataSourceService:
         if not is_identifier(name):
             return None
         async with self.db.connect() as conn:
-            return await project_rows.get(conn, name.lower())
+            return await project_rows.get(conn, name)
 
     async def create(
-        self, name: object, engine: object, parameters: object, *, check_connection: bool = True
+        self,
+        name: object,
+        engine: object,
+        parameters: object,
+        *,
+        keep_case: bool = False,
+        check_connection: bool = True,
     ) -> DataSourceRow:
         """Validate, test the connection (unless `check_connection` is False: MindsDB's REST default, which
         stores any parameters and connects when the source is first used), then store. 409 "Name conflict"
-        if any database has the name."""
-        checked = check_name(name, "name").lower()
+        if any database has the name (in any case). Names are lower-cased unless `keep_case` (SQL's
+        back-quoted names and REST's names, as MindsDB's)."""
+        checked = check_name(name, "name") if keep_case else check_name(name, "name").lower()
         if engine is None:
             raise BadRequest("'engine' is required", title="Missing field")
         kind = datasources.check_engine(engine)
@@ -99,7 +107,13 @@ class DataSourceService:
         return row
 
     async def put(
-        self, name: str, engine: object, parameters: object, *, check_connection: bool = False
+        self,
+        name: str,
+        engine: object,
+        parameters: object,
+        *,
+        keep_case: bool = False,
+        check_connection: bool = False,
     ) -> tuple[DataSourceRow, bool]:
         """MindsDB's `PUT /api/databases/{name}`: create the data source (True), or update its parameters
         (False): the given ones over the stored ones, `******` keeping a stored secret; with
@@ -108,9 +122,12 @@ class DataSourceService:
         stored = None
         if is_identifier(name):
             async with self.db.connect() as conn:
-                stored = await repo.get(conn, name.lower())
+                stored = await repo.get(conn, name)
         if stored is None:
-            return await self.create(name, engine, parameters, check_connection=check_connection), True
+            created = await self.create(
+                name, engine, parameters, keep_case=keep_case, check_connection=check_connection
+            )
+            return created, True
         key = stored.name
         if engine is not None and datasources.check_engine(engine) != stored.engine:
             raise BadRequest(
@@ -129,22 +146,24 @@ class DataSourceService:
             raise database_not_found(name)
         return row, False
 
-    async def delete(self, name: str) -> None:
+    async def delete(self, name: str, *, exact: bool = False) -> None:
+        """`exact`: only the data source spelt exactly `name` (MindsDB's DROP DATABASE)."""
         if is_system(name):
             raise BadRequest(f"Cannot delete database {name}: it is a system database", title="Error")
         if not is_identifier(name):
             raise database_not_found(name)
-        key = name.lower()
         async with self.db.transaction() as conn:
-            if await project_rows.get(conn, key) is not None:
+            row = await (repo.get_exact(conn, name) if exact else repo.get(conn, name))
+            project = await (project_rows.get_exact(conn, name) if exact else project_rows.get(conn, name))
+            if row is None and project is not None:
                 raise BadRequest(
                     f"Cannot delete database {name}: it is a project; use DELETE /api/projects/{name}",
                     title="Error",
                 )
-            deleted = await repo.delete(conn, key)
-        if not deleted:
+            deleted = row is not None and await repo.delete(conn, row.name)
+        if not deleted or row is None:
             raise database_not_found(name)
-        self._engines.discard(key)
+        self._engines.discard(row.name)
 
     async def engine_for(self, name: str) -> tuple[Engine, str]:
         """The data source's pooled engine and its pushdown dialect (`postgres`, `mysql` or `sqlite`)."""

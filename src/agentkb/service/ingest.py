@@ -26,19 +26,16 @@ from agentkb.ingest.request import (
     row_batches,
 )
 from agentkb.kb.chunking import chunking_config
-from agentkb.kb.embedders import config as embedding_config
 from agentkb.kb.embedders.registry import EmbedderRegistry
 from agentkb.secrecy import SecretBox, restore_masked
-from agentkb.service import projects
+from agentkb.service import kb_admin, projects
 from agentkb.service.job_runner import JobRunner
 from agentkb.storage import chunks, jobs
 from agentkb.storage import knowledge_bases as repo
 from agentkb.storage.db import Database
 from agentkb.storage.jobs import JobRow
 from agentkb.storage.knowledge_bases import KnowledgeBaseRow
-from agentkb.validation import check_dict, check_storable, check_str_list, is_identifier
-
-SETTING_KEYS = ("id_column", "metadata_columns", "content_columns", "embedding_model", "reranking_model")
+from agentkb.validation import check_dict, check_storable, is_identifier
 
 
 class IngestService:
@@ -148,66 +145,29 @@ class IngestService:
                 await ingestor.run(query_batches(self.data_sources, given.query, spec))
             progress.counts.update(ingestor.stats.as_counts())
             if bulk:
-                await chunks.build_vector_index(conn, kb.storage_table, kb.vector_dim)
+                await chunks.build_vector_index(
+                    conn, kb.storage_table, kb.vector_dim, kb.params.get("vector_index")
+                )
             await repo.update(conn, kb.id, {})
 
     async def _apply_settings(
         self, conn: AsyncConnection, kb: KnowledgeBaseRow, given: InsertInput
     ) -> KnowledgeBaseRow:
-        """MindsDB lets an insert's `params` (and `preprocessing`) update the KB's settings."""
+        """MindsDB lets an insert's `params` (and `preprocessing`) update the KB's settings: the same
+        changes as ALTER KNOWLEDGE_BASE (`kb_admin.apply_settings`), plus `chunk_size` / `chunk_overlap`."""
         params = check_dict(given.params, "params") if given.params is not None else {}
-        values: dict[str, Any] = {}
-        new_params = dict(kb.params)
+        changes = {k: params[k] for k in kb_admin.SETTING_KEYS if params.get(k) is not None}
         if given.preprocessing is not None:
-            new_params["preprocessing"] = check_dict(given.preprocessing, "preprocessing")
-        for key in ("metadata_columns", "content_columns"):
-            if params.get(key) is not None:
-                values[key] = check_str_list(params[key], f"params.{key}")
-        if params.get("id_column") is not None:
-            if not isinstance(params["id_column"], str):
-                raise BadRequest("'params.id_column' must be a string", title="Invalid value")
-            values["id_column"] = params["id_column"]
-        if params.get("reranking_model") is not None:
-            values["reranking_model"] = self.box.seal(params["reranking_model"]) or None
-        if params.get("embedding_model") is not None:
-            values.update(await self._embedder_change(conn, kb, params["embedding_model"]))
+            changes["preprocessing"] = given.preprocessing
+        kb = await kb_admin.apply_settings(conn, kb, changes, self.embedders, self.box)
+        new_params = dict(kb.params)
         for key in ("chunk_size", "chunk_overlap"):
             if key in params:
                 new_params[key] = params[key]
         chunking_config(new_params)  # validate before anything is written
-        if new_params != kb.params:
-            values["params"] = new_params
-        if not values:
+        if new_params == kb.params:
             return kb
-        await repo.update(conn, kb.id, values)
-        updated = await repo.get(conn, kb.project_id, kb.name)
+        await repo.update(conn, kb.id, {"params": new_params})
+        updated = await repo.get_by_id(conn, kb.id)
         assert updated is not None
         return updated
-
-    async def _embedder_change(
-        self, conn: AsyncConnection, kb: KnowledgeBaseRow, given: Any
-    ) -> dict[str, Any]:
-        new = self.box.seal(embedding_config.normalize(given, kb.embedding_model))
-        same_model = all(
-            new.get(k) == kb.embedding_model.get(k) for k in ("provider", "model_name", "dimensions")
-        )
-        if same_model:
-            return {"embedding_model": new}  # e.g. a new api_key or base_url
-        documents, _ = await chunks.counts(conn, kb.storage_table)
-        if documents:
-            raise BadRequest(
-                f"Knowledge base {kb.name} holds data embedded with {kb.embedding_model.get('model_name')!r}; "
-                "its embedding model cannot change. Create a new knowledge base for the new model.",
-                title="Embedding model cannot change",
-            )
-        dim = await self.embedders.dimension(
-            self.box.reveal(new, f"knowledge base {kb.name} embedding_model")
-        )
-        if dim != kb.vector_dim:
-            await chunks.drop_chunk_table(conn, kb.storage_table)
-            await chunks.create_chunk_table(conn, kb.storage_table, dim)
-        return {
-            "embedding_model": new,
-            "vector_dim": dim,
-            "params": {**kb.params, "created_embedding_model": new["model_name"], "vector_size": dim},
-        }

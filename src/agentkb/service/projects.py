@@ -5,15 +5,21 @@ from __future__ import annotations
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb.errors import BadRequest, Conflict, project_not_found
+from agentkb.sql.pushdown import RESERVED_NAMES
+from agentkb.storage import agents as agent_rows
+from agentkb.storage import data_sources as data_source_rows
 from agentkb.storage import projects as repo
 from agentkb.storage.db import Database
 from agentkb.storage.projects import Project
 from agentkb.validation import check_name, is_identifier
 
 
-async def resolve(conn: AsyncConnection, name: str) -> Project:
-    """The project named in a path, matched case-insensitively as MindsDB does; 404 if unknown."""
-    project = await repo.get(conn, name.lower()) if is_identifier(name) else None
+async def resolve(conn: AsyncConnection, name: str, *, exact: bool = False) -> Project:
+    """The project named in a path, matched case-insensitively as MindsDB does (its exact spelling first);
+    `exact`: spelt exactly so (MindsDB's `strict_case`). 404 if unknown."""
+    project = None
+    if is_identifier(name):
+        project = await (repo.get_exact(conn, name) if exact else repo.get(conn, name))
     if project is None:
         raise project_not_found(name)
     return project
@@ -37,17 +43,20 @@ class ProjectService:
         async with self.db.connect() as conn:
             return await resolve(conn, name)
 
-    async def create(self, name: object) -> Project:
-        checked = check_name(name, "name").lower()
+    async def create(self, name: object, *, keep_case: bool = False) -> Project:
+        """Names are lower-cased unless `keep_case` (SQL's back-quoted names keep their case, as MindsDB's).
+        One name differing only in case from another is taken: lookups are case-insensitive."""
+        checked = check_name(name, "name")
+        checked = checked if keep_case else checked.lower()
         async with self.db.transaction() as conn:
-            project = await repo.create(conn, checked)
+            project = None if await repo.get(conn, checked) else await repo.create(conn, checked)
         if project is None:
             raise Conflict(f"Project with name {checked} already exists", title="Project already exists")
         return project
 
-    async def delete(self, name: str) -> None:
+    async def delete(self, name: str, *, exact: bool = False) -> None:
         async with self.db.transaction() as conn:
-            project = await resolve(conn, name)
+            project = await resolve(conn, name, exact=exact)
             if project.name == self.default_project:
                 raise BadRequest(f"The default project {project.name} cannot be deleted")
             await repo.lock(conn, project.id)
@@ -59,3 +68,36 @@ class ProjectService:
                     title="Project not empty",
                 )
             await repo.delete(conn, project.id)
+
+    async def rename(self, name: str, new_name: object, *, exact: bool = False) -> Project:
+        """`ALTER DATABASE <project> NAME = '<new name>'`: MindsDB's rules (the new name in lower case; only
+        the name of a project changes). Agents' `data.knowledge_bases` entries follow the new name."""
+        checked = check_name(new_name, "name")
+        if not checked.islower():
+            raise BadRequest(f"New name must be in lower case: {checked}", title="Invalid name")
+        async with self.db.transaction() as conn:
+            project = await resolve(conn, name, exact=exact)
+            await repo.lock(conn, project.id)
+            if checked == project.name:
+                return project
+            if project.name == self.default_project:
+                raise BadRequest(f"The default project {project.name} cannot be renamed")
+            taken = await repo.get(conn, checked)
+            if (taken is not None and taken.id != project.id) or await data_source_rows.get(conn, checked):
+                raise Conflict(f"Database with name {checked} already exists", title="Name conflict")
+            if checked in RESERVED_NAMES:
+                raise Conflict(f"{checked} is a system database", title="Name conflict")
+            await repo.rename(conn, project.id, checked)
+            await _follow_rename(conn, project.name, checked)
+            return Project(project.id, checked)
+
+
+async def _follow_rename(conn: AsyncConnection, old: str, new: str) -> None:
+    """Agents name knowledge bases `<project>.<kb>`: rewrite the renamed project's entries."""
+    prefix = f"{old.lower()}."
+    for project in await repo.list_all(conn):
+        for agent in await agent_rows.list_for_project(conn, project.id):
+            kbs = agent.data.get("knowledge_bases") or []
+            renamed = [f"{new}.{e[len(prefix) :]}" if e.lower().startswith(prefix) else e for e in kbs]
+            if renamed != kbs:
+                await agent_rows.update(conn, agent.id, {"data": {**agent.data, "knowledge_bases": renamed}})

@@ -2,9 +2,9 @@
 
 Supported: SELECT over `information_schema.{databases,knowledge_bases,agents}`, over a knowledge base
 (the KB executor), over an agent (`WHERE question = ...`), and pushed down to one data source; SHOW
-DATABASES / KNOWLEDGE_BASES / AGENTS; CREATE/DROP KNOWLEDGE_BASE, AGENT, DATABASE, PROJECT; INSERT INTO
-<kb> SELECT ... / VALUES ...; DELETE FROM <kb> WHERE ...; USE <project>. Anything else is an error naming
-the statement.
+DATABASES / KNOWLEDGE_BASES / AGENTS; CREATE/DROP KNOWLEDGE_BASE, AGENT, DATABASE, PROJECT; ALTER AGENT;
+INSERT INTO <kb> SELECT ... / VALUES ...; DELETE FROM <kb> WHERE ...; USE <project>. Anything else is an
+error naming the statement. The agent statements live in `sql_agents.py`.
 """
 
 from __future__ import annotations
@@ -20,16 +20,18 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy
 from mindsdb_sql_parser import ast, parse_sql
 
-from agentkb.errors import AgentKBError, BadRequest, NotFound
+from agentkb.errors import BadRequest, NotFound
 from agentkb.ingest.files.parse import Tabular
 from agentkb.ingest.request import InsertInput
 from agentkb.kb.search import COLUMNS as KB_RESULT_COLUMNS
-from agentkb.service.agents import AgentInput
+from agentkb.service import sql_ddl
 from agentkb.service.knowledge_bases import KnowledgeBaseInput
 from agentkb.service.search import options_from_query
+from agentkb.service.sql_agents import AgentStatements
 from agentkb.sql import catalog, pushdown
 from agentkb.sql import params as sql_params
 from agentkb.sql.kbquery import parse_kb_select_ast, strip_wrappers
+from agentkb.sql.names import one_part, two_part
 from agentkb.sql.parametrize import parametrize
 
 if TYPE_CHECKING:
@@ -38,12 +40,12 @@ if TYPE_CHECKING:
     from agentkb.service.data_sources import DataSourceService
     from agentkb.service.files import FileService
     from agentkb.service.ingest import IngestService
+    from agentkb.service.kb_admin import KnowledgeBaseAdmin
     from agentkb.service.knowledge_bases import KnowledgeBaseService
     from agentkb.service.projects import ProjectService
     from agentkb.service.search import SearchService
 
 MAX_PUSHDOWN_ROWS = 10_000
-AGENT_TABLE_COLUMNS = ("answer", "question")  # an agent queried as a table
 FILES = "files"  # MindsDB's data source of uploaded files
 
 
@@ -71,12 +73,8 @@ def jsonable(value: Any) -> Any:
 
 
 def _name(identifier: ast.Identifier, db: str) -> tuple[str, str]:
-    parts = [str(p) for p in identifier.parts]
-    if len(parts) == 1:
-        return db, parts[0]
-    if len(parts) == 2:
-        return parts[0], parts[1]
-    raise BadRequest(f"Expected <project>.<name>, got {identifier.to_string()}")
+    """`[<project>.]<name>`, unquoted parts lower-cased (MindsDB's rule, `sql/names.py`)."""
+    return two_part(identifier, db)
 
 
 class SQLService:
@@ -93,6 +91,7 @@ class SQLService:
         search: SearchService,
         files: FileService,
         completions: CompletionService,
+        kb_admin: KnowledgeBaseAdmin,
     ) -> None:
         self.projects = projects
         self.agents = agents
@@ -102,10 +101,8 @@ class SQLService:
         self.search = search
         self.files = files
         self.completions = completions
-
-    async def agent_answer(self, project: str, agent: str, question: str) -> str:
-        reply = await self.completions.complete(project, agent, [{"question": question, "answer": None}])
-        return str(reply["message"]["content"])
+        self.kb_admin = kb_admin
+        self.agent_sql = AgentStatements(agents=agents, completions=completions)
 
     def parametrize(self, query: str) -> dict[str, Any]:
         """MindsDB's `parametrize_constants` helper: the constants as `:name` parameters; nothing runs."""
@@ -141,7 +138,8 @@ class SQLService:
             try:  # one lookup: a knowledge base, else an agent
                 kb = await self.search.knowledge_base(project, name)
             except NotFound:
-                return await self._agent_select(select, project, name)
+                columns, rows = await self.agent_sql.select(select, project, name)
+                return Result("table", columns, rows)
             query = parse_kb_select_ast(select, db, params=params)
             hits = await self.search.search_kb(kb, options_from_query(query))
             columns = list(query.columns) if query.columns else list(KB_RESULT_COLUMNS)
@@ -150,7 +148,7 @@ class SQLService:
         if namespace.lower() == FILES:
             return await self._file_select(select, name)
         if len(parts) == 1:  # a bare table in a data source's context: qualify it for the pushdown
-            select.from_table = ast.Identifier(parts=[namespace, name], alias=select.from_table.alias)
+            select.from_table = ast.Identifier(parts=[namespace, parts[0]], alias=select.from_table.alias)
         return await self._pushdown(select, namespace)
 
     async def _file_select(self, select: ast.Select, name: str) -> Result:
@@ -176,29 +174,6 @@ class SQLService:
             return True
         except NotFound:
             return False
-
-    async def _agent_select(self, select: ast.Select, project: str, name: str) -> Result:
-        await self.agents.get(project, name)  # 404 "Agent not found" when it is neither KB nor agent
-        where = select.where
-        question = None
-        if (
-            isinstance(where, ast.BinaryOperation)
-            and where.op == "="
-            and isinstance(where.args[0], ast.Identifier)
-            and str(where.args[0].parts[-1]).lower() == "question"
-            and isinstance(where.args[1], ast.Constant)
-        ):
-            question = str(where.args[1].value)
-        if question is None:
-            raise BadRequest(
-                f"Query agent {name} with: SELECT answer FROM {project}.{name} WHERE question = '...'"
-            )
-        answer = await self.agent_answer(project, name, question)
-        # The selected columns only (`SELECT answer ...`), as MindsDB projects an agent's answer table.
-        columns, data = catalog.select_rows(
-            select, list(AGENT_TABLE_COLUMNS), [{"answer": answer, "question": question}]
-        )
-        return Result("table", columns, data)
 
     async def _pushdown(self, select: ast.Select, source: str) -> Result:
         query = pushdown.parse_select(select.to_string())
@@ -279,6 +254,8 @@ class SQLService:
         source = str(show.from_table.parts[-1]) if show.from_table is not None else db
         if source.lower() == FILES:
             names = [f.name for f in await self.files.list()]
+        elif (vector_tables := await sql_ddl.vector_tables(self, source)) is not None:
+            names = vector_tables
         elif await self._is_project(source):
             project = source.lower()
             names = [kb.name for kb in await self.knowledge_bases.list(project)]
@@ -328,56 +305,34 @@ class SQLService:
         return Result("ok", affected_rows=1)
 
     async def _createagent(self, create: ast.CreateAgent, db: str, params: Any) -> Result:
-        project, name = _name(create.name, db)
-        options = dict(create.params or {})
-        model = create.model
-        given = AgentInput(
-            name=name,
-            model=model if isinstance(model, dict) else None,
-            model_name=model if isinstance(model, str) else options.pop("model_name", None),
-            provider=options.pop("provider", None),
-            data=options.pop("data", None),
-            prompt_template=options.pop("prompt_template", None),
-            params=options or None,
-        )
-        try:
-            await self.agents.create(project, given)
-        except AgentKBError as exc:
-            if not (create.if_not_exists and exc.status == 409):
-                raise
-        return Result("ok", affected_rows=1)
+        return Result("ok", affected_rows=await self.agent_sql.create(create, db))
+
+    async def _updateagent(self, update: ast.UpdateAgent, db: str, params: Any) -> Result:
+        return Result("ok", affected_rows=await self.agent_sql.update(update, db))
 
     async def _dropagent(self, drop: ast.DropAgent, db: str, params: Any) -> Result:
-        project, name = _name(drop.name, db)
-        try:
-            await self.agents.delete(project, name)
-        except NotFound:
-            if not getattr(drop, "if_exists", False):
-                raise
-        return Result("ok", affected_rows=1)
+        return Result("ok", affected_rows=await self.agent_sql.drop(drop, db))
 
     async def _createdatabase(self, create: ast.CreateDatabase, db: str, params: Any) -> Result:
-        name = str(create.name.parts[-1])
-        exists = await self._is_project(name) or name in {s.name for s in await self.data_sources.list()}
+        name = one_part(create.name)
+        exists = await self._is_project(name) or name.lower() in {
+            s.name.lower() for s in await self.data_sources.list()
+        }
         if create.if_not_exists and exists:
             return Result("ok", affected_rows=0)
         if create.engine is None or create.engine.lower() == "mindsdb":
-            await self.projects.create(name)
+            await self.projects.create(name, keep_case=True)
         else:
-            await self.data_sources.create(name, create.engine, create.parameters or {})
+            await self.data_sources.create(name, create.engine, create.parameters or {}, keep_case=True)
         return Result("ok", affected_rows=1)
 
-    async def _dropdatabase(self, drop: ast.DropDatabase, db: str, params: Any) -> Result:
-        name = str(drop.name.parts[-1])
-        if await self._is_project(name):
-            await self.projects.delete(name)
-            return Result("ok", affected_rows=1)
-        try:
-            await self.data_sources.delete(name)
-        except NotFound:
-            if not drop.if_exists:
-                raise
-        return Result("ok", affected_rows=1)
+    # --- statements in sql_ddl.py ------------------------------------------------------------------
+    _dropdatabase = sql_ddl.drop_database
+    _alterdatabase = sql_ddl.alter_database
+    _describe = sql_ddl.describe
+    _update = sql_ddl.update
+    _alterknowledgebase = sql_ddl.alter_knowledge_base
+    _createknowledgebaseindex = sql_ddl.create_index
 
     # --- DML on knowledge bases ---------------------------------------------------------------------
     async def _insert(self, insert: ast.Insert, db: str, params: Any) -> Result:

@@ -29,7 +29,10 @@ KB_COLUMNS = [
     "ID_COLUMN",
     "PARAMS",
 ]
-AGENT_COLUMNS = ["NAME", "PROJECT", "MODEL_NAME", "PROVIDER", "DATA", "PROMPT_TEMPLATE", "PARAMS"]
+# MindsDB 26.1's NAME, PROJECT, MODEL, PARAMS (MODEL and PARAMS as JSON text; PARAMS holds everything but
+# the model, prompt_template and data included, as MindsDB stores them), then agentkb's MODEL_NAME (MindsDB
+# 25.14's), PROVIDER, DATA and PROMPT_TEMPLATE.
+AGENT_COLUMNS = ["NAME", "PROJECT", "MODEL", "PARAMS", "MODEL_NAME", "PROVIDER", "DATA", "PROMPT_TEMPLATE"]
 
 
 def like(value: Any, pattern: str) -> bool:
@@ -55,13 +58,11 @@ def _value(node: ast.ASTNode, row: dict[str, Any]) -> Any:
 
 
 def _eq(a: Any, b: Any) -> bool:
-    if isinstance(a, str) and isinstance(b, str):
-        return a.lower() == b.lower()
-    return bool(a == b)
+    return bool(a == b)  # case-sensitive, as MindsDB's (DuckDB's) `=` on information_schema
 
 
 def matches(where: ast.ASTNode | None, row: dict[str, Any]) -> bool:
-    """Evaluate a WHERE tree against one row (string equality is case-insensitive, as in MindsDB)."""
+    """Evaluate a WHERE tree against one row (string equality is case-sensitive, as in MindsDB)."""
     if where is None:
         return True
     if isinstance(where, ast.UnaryOperation) and where.op.lower() == "not":
@@ -135,14 +136,20 @@ def kb_row(kb: Any) -> dict[str, Any]:
 
 
 def agent_row(agent: Any, project: str) -> dict[str, Any]:
+    params = dict(agent.params)
+    if agent.prompt_template is not None:
+        params["prompt_template"] = agent.prompt_template
+    if any(agent.data.values()):
+        params["data"] = agent.data
     return {
         "NAME": agent.name,
         "PROJECT": project,
+        "MODEL": json.dumps(mask_secrets(agent.model)),
+        "PARAMS": json.dumps(mask_secrets(params)),
         "MODEL_NAME": agent.model.get("model_name"),
         "PROVIDER": agent.model.get("provider"),
         "DATA": agent.data,
         "PROMPT_TEMPLATE": agent.prompt_template,
-        "PARAMS": mask_secrets(agent.params),
     }
 
 

@@ -34,7 +34,7 @@ _TARGETS = {
 }
 
 # Names that are never data sources (MindsDB's system databases).
-RESERVED_NAMES = frozenset({"information_schema", "log", "files"})
+RESERVED_NAMES = frozenset({"information_schema", "log", "files", "agentkb_pgvector"})  # + KBs' vector store
 
 # Statement nodes refused anywhere in the tree (e.g. a DELETE inside a WITH); looked up by name because
 # sqlglot versions differ in which of them exist.
@@ -125,7 +125,7 @@ def _check_lexemes(tree: exp.Expression) -> None:
             raise _refuse(f"The word {node.name!r} is not allowed in a pushed-down query")
 
 
-def _datasource_of(tables: list[exp.Table], cte_names: set[str]) -> str:
+def _datasource_of(tables: list[exp.Table], cte_names: set[str], allow: frozenset[str]) -> str:
     sources: set[str] = set()
     for table in tables:
         if not isinstance(table.this, exp.Identifier):
@@ -140,7 +140,7 @@ def _datasource_of(tables: list[exp.Table], cte_names: set[str]) -> str:
                 continue
             raise _refuse(f"Table {parts[0]!r} has no data-source prefix; write <datasource>.{parts[0]}")
         source = parts[0].lower()
-        if source in RESERVED_NAMES:
+        if source in RESERVED_NAMES - allow:
             raise _refuse(f"{parts[0]} is a system database, not a data source")
         if not is_identifier(source):
             raise _refuse(f"{parts[0]!r} is not a valid data-source name")
@@ -195,8 +195,9 @@ class PushdownQuery:
         return sql
 
 
-def parse_select(sql: str) -> PushdownQuery:
-    """Validate `sql` as one read-only SELECT over one data source; 400 "Query not allowed" otherwise."""
+def parse_select(sql: str, *, allow: frozenset[str] = frozenset()) -> PushdownQuery:
+    """Validate `sql` as one read-only SELECT over one data source; 400 "Query not allowed" otherwise.
+    `allow` names system databases the caller serves itself (the agents' `files`)."""
     if not isinstance(sql, str) or not sql.strip():
         raise BadRequest("The query is empty", title="Invalid SQL")
     trees = _parse(sql)
@@ -211,7 +212,7 @@ def parse_select(sql: str) -> PushdownQuery:
     _check_functions(tree)
     _check_lexemes(tree)
     cte_names = {cte.alias.lower() for cte in tree.find_all(exp.CTE)}
-    datasource = _datasource_of(list(tree.find_all(exp.Table)), cte_names)
+    datasource = _datasource_of(list(tree.find_all(exp.Table)), cte_names, allow)
     _strip_prefix(tree, datasource)
     return PushdownQuery(datasource, tree)
 

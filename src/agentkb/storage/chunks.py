@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 # pgvector indexes `vector` up to 2,000 dimensions and `halfvec` up to 4,000.
 MAX_VECTOR_INDEX_DIM = 2000
 MAX_DIM = 4000
+HNSW_OPTIONS = ("m", "ef_construction")
 
 
 def table_name(kb_id: int) -> str:
@@ -51,8 +53,13 @@ async def create_chunk_table(conn: AsyncConnection, table: str, dim: int) -> Non
         await conn.execute(text(statement))
 
 
-def _hnsw_index_sql(table: str, dim: int) -> str:
-    return f"CREATE INDEX {table}_hnsw ON {table} USING hnsw ({vector_expr(dim)} {distance_ops(dim)})"
+def _hnsw_index_sql(table: str, dim: int, options: Mapping[str, int] | None = None) -> str:
+    """`options`: pgvector's HNSW build parameters `m` and `ef_construction` (pgvector's defaults if absent)."""
+    given = {k: int(v) for k, v in (options or {}).items() if k in HNSW_OPTIONS}
+    storage = f" WITH ({', '.join(f'{k} = {v}' for k, v in given.items())})" if given else ""
+    return (
+        f"CREATE INDEX {table}_hnsw ON {table} USING hnsw ({vector_expr(dim)} {distance_ops(dim)}){storage}"
+    )
 
 
 async def drop_vector_index(conn: AsyncConnection, table: str) -> None:
@@ -61,9 +68,25 @@ async def drop_vector_index(conn: AsyncConnection, table: str) -> None:
     await conn.execute(text(f"DROP INDEX IF EXISTS {table}_hnsw"))
 
 
-async def build_vector_index(conn: AsyncConnection, table: str, dim: int) -> None:
+async def build_vector_index(
+    conn: AsyncConnection, table: str, dim: int, options: Mapping[str, int] | None = None
+) -> None:
     await conn.execute(text("SET LOCAL maintenance_work_mem = '256MB'"))
-    await conn.execute(text(_hnsw_index_sql(table, dim)))
+    await conn.execute(text(_hnsw_index_sql(table, dim, options)))
+
+
+async def rebuild_vector_index(
+    conn: AsyncConnection, table: str, dim: int, options: Mapping[str, int] | None
+) -> None:
+    """`CREATE INDEX ON KNOWLEDGE_BASE`: REINDEX the HNSW index as it is (`options` None), or build it again
+    with new parameters, in the caller's transaction. The table's searches and writes wait meanwhile."""
+    exists = await conn.scalar(text("SELECT to_regclass(:name) IS NOT NULL"), {"name": f"{table}_hnsw"})
+    if options is None and exists:
+        await conn.execute(text("SET LOCAL maintenance_work_mem = '256MB'"))
+        await conn.execute(text(f"REINDEX INDEX {table}_hnsw"))
+        return
+    await drop_vector_index(conn, table)
+    await build_vector_index(conn, table, dim, options)
 
 
 async def drop_chunk_table(conn: AsyncConnection, table: str) -> None:
@@ -118,6 +141,25 @@ async def lock_documents(conn: AsyncConnection, kb_id: int, doc_ids: list[str]) 
         ),
         {"kb": kb_id, "ids": doc_ids},
     )
+
+
+async def get_chunk(conn: AsyncConnection, table: str, chunk_id: str) -> ChunkWrite | None:
+    row = (
+        await conn.execute(
+            text(
+                f"SELECT chunk_id, doc_id, content, content_hash, metadata, embedding FROM {table} "
+                "WHERE chunk_id = :id"
+            ),
+            {"id": chunk_id},
+        )
+    ).first()
+    if row is None:
+        return None
+    return ChunkWrite(row.chunk_id, row.doc_id, row.content, row.content_hash, row.metadata, row.embedding)
+
+
+async def has_chunks(conn: AsyncConnection, table: str) -> bool:
+    return bool(await conn.scalar(text(f"SELECT EXISTS (SELECT 1 FROM {table})")))
 
 
 async def delete_other_chunks(conn: AsyncConnection, table: str, doc_ids: list[str], keep: list[str]) -> None:

@@ -47,6 +47,19 @@ async def list_all(conn: AsyncConnection) -> list[DataSourceRow]:
 
 
 async def get(conn: AsyncConnection, name: str) -> DataSourceRow | None:
+    """The data source spelt `name` exactly, else its case-insensitive match (MindsDB's default lookup)."""
+    stmt = (
+        select(data_sources)
+        .where(func.lower(data_sources.c.name) == name.lower())
+        .order_by((data_sources.c.name == name).desc(), data_sources.c.id)
+        .limit(1)
+    )
+    row = (await conn.execute(stmt)).mappings().first()
+    return _row(row) if row else None
+
+
+async def get_exact(conn: AsyncConnection, name: str) -> DataSourceRow | None:
+    """The data source spelt exactly `name` (MindsDB's `strict_case`: DROP DATABASE)."""
     row = (await conn.execute(select(data_sources).where(data_sources.c.name == name))).mappings().first()
     return _row(row) if row else None
 

@@ -58,12 +58,15 @@ async def get(
 
 
 async def get_in_project(conn: AsyncConnection, project_name: str, name: str) -> KnowledgeBaseRow | None:
-    """One round trip for the hot path: the KB `name` of the project named `project_name`."""
-    row = (
-        (await conn.execute(_select().where(projects.c.name == project_name, kbs.c.name == name)))
-        .mappings()
-        .first()
+    """One round trip for the hot path: the KB `name` of the project named `project_name` (the project
+    matched case-insensitively, its exact spelling first, as `projects.get`)."""
+    stmt = (
+        _select()
+        .where(func.lower(projects.c.name) == project_name.lower(), kbs.c.name == name)
+        .order_by((projects.c.name == project_name).desc())
+        .limit(1)
     )
+    row = (await conn.execute(stmt)).mappings().first()
     return _row(row) if row else None
 
 

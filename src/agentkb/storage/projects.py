@@ -27,8 +27,26 @@ async def list_all(conn: AsyncConnection) -> list[Project]:
 
 
 async def get(conn: AsyncConnection, name: str) -> Project | None:
+    """The project spelt `name` exactly, else its case-insensitive match (MindsDB's default lookup)."""
+    row = (
+        await conn.execute(
+            select(projects.c.id, projects.c.name)
+            .where(func.lower(projects.c.name) == name.lower())
+            .order_by((projects.c.name == name).desc(), projects.c.id)
+            .limit(1)
+        )
+    ).first()
+    return Project(row.id, row.name) if row else None
+
+
+async def get_exact(conn: AsyncConnection, name: str) -> Project | None:
+    """The project spelt exactly `name` (MindsDB's `strict_case`: DROP / ALTER DATABASE)."""
     row = (await conn.execute(select(projects.c.id, projects.c.name).where(projects.c.name == name))).first()
     return Project(row.id, row.name) if row else None
+
+
+async def rename(conn: AsyncConnection, project_id: int, new_name: str) -> None:
+    await conn.execute(projects.update().where(projects.c.id == project_id).values(name=new_name))
 
 
 async def create(conn: AsyncConnection, name: str) -> Project | None:

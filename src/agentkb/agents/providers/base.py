@@ -1,13 +1,12 @@
 """The provider registry: a provider name (the agent's `model.provider`) → a factory of pydantic-ai models.
 
 Each provider module registers itself with `@register("name")`; `build_model` looks the name up.
-A factory gets a `ProviderContext` (the agent's model object, the shared HTTP client and the agent's
-resolved data) and returns a pydantic-ai `Model`.
+A factory gets a `ProviderContext` (the model as `credentials.llm_config` resolved it: its key and base
+URL already chosen; the shared HTTP client; the agent's resolved data) and returns a pydantic-ai `Model`.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -42,27 +41,20 @@ class ProviderContext:
         value = self.model.get("base_url")
         return str(value) if value else None
 
-    def api_key(self, *env_vars: str) -> str | None:
-        """`model.api_key`, then `model.<provider>_api_key` (MindsDB's spelling), then the environment."""
-        provider = str(self.model.get("provider", ""))
-        for key in ("api_key", f"{provider}_api_key"):
-            value = self.model.get(key)
-            if isinstance(value, str) and value:
-                return value
-        for var in env_vars:
-            if os.environ.get(var):
-                return os.environ[var]
-        return None
+    @property
+    def api_key(self) -> str | None:
+        """The key `credentials.llm_config` resolved for this model and base URL (None: there is none)."""
+        value = self.model.get("api_key")
+        return str(value) if value else None
 
     def require_api_key(self, *env_vars: str) -> str:
-        key = self.api_key(*env_vars)
-        if key is None:
+        if self.api_key is None:
             provider = self.model.get("provider")
+            where = f" or the {' / '.join(env_vars)} environment variable" if env_vars else ""
             raise MissingCredentials(
-                f"No API key for provider {provider!r}: set 'model.api_key' on the agent or the "
-                f"{' / '.join(env_vars)} environment variable"
+                f"No API key for provider {provider!r}: set 'model.api_key' on the agent{where}"
             )
-        return key
+        return self.api_key
 
 
 ModelFactory = Callable[[ProviderContext], Model]

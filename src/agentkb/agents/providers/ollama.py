@@ -19,6 +19,6 @@ def ollama_model(context: ProviderContext) -> Model:
     from pydantic_ai.providers.openai import OpenAIProvider
 
     base_url = context.base_url or DEFAULT_BASE_URL
-    key = context.api_key("OLLAMA_API_KEY") or PLACEHOLDER_KEY
+    key = context.api_key or PLACEHOLDER_KEY
     provider = OpenAIProvider(base_url=base_url, api_key=key, http_client=context.http_client)
     return OpenAIChatModel(context.model_name, provider=provider)
