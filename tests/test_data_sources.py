@@ -54,10 +54,12 @@ def seeded(request: pytest.FixtureRequest) -> tuple[str, dict[str, Any], str, st
     return "postgres", params, "items", f"SELECT nextval('{schema}.seq')"
 
 
-def _create(client: httpx.Client, name: str, engine: str, parameters: dict[str, Any]) -> httpx.Response:
-    return client.post(
-        "/api/databases", json={"database": {"name": name, "engine": engine, "parameters": parameters}}
-    )
+def _create(
+    client: httpx.Client, name: str, engine: str, parameters: dict[str, Any], *, check: bool = True
+) -> httpx.Response:
+    """POST /api/databases; `check`: with `check_connection` (connect before storing)."""
+    database = {"name": name, "engine": engine, "parameters": parameters}
+    return client.post("/api/databases", json={"database": database, "check_connection": check})
 
 
 # --- HTTP resource ------------------------------------------------------------------------------------
@@ -68,20 +70,37 @@ def test_mariadb_source_lifecycle(client: httpx.Client, unique: str, maria_table
     created = _create(client, name, "mariadb", MARIADB)
     assert created.status_code == 201, created.text
     body = created.json()
-    assert body["name"] == name and body["type"] == "data" and body["engine"] == "mariadb"
+    assert body == {"name": name, "type": "data", "engine": "mariadb", "id": body["id"]}  # MindsDB's four
     assert isinstance(body["id"], int)
-    assert body["parameters"]["password"] == "******" and body["parameters"]["host"] == "127.0.0.1"
 
     listed = client.get("/api/databases").json()
-    assert listed[0] == {"name": "information_schema", "type": "system", "id": None, "engine": None}
-    assert {"name": "mindsdb", "type": "project"}.items() <= next(
+    system = {"type": "system", "id": None, "engine": None, "visible": True, "deletable": False}
+    assert listed[:2] == [{"name": "information_schema", **system}, {"name": "log", **system}]
+    assert {"name": "mindsdb", "type": "project", "deletable": False}.items() <= next(
         d for d in listed if d["name"] == "mindsdb"
     ).items()
-    assert next(d for d in listed if d["name"] == name) == body
+    entry = next(d for d in listed if d["name"] == name)
+    assert entry == {
+        **body,
+        "class_type": "sql",
+        "connection_data": entry["connection_data"],
+        "visible": True,
+        "deletable": True,
+    }
+    assert (
+        entry["connection_data"]["password"] == "******" and entry["connection_data"]["host"] == "127.0.0.1"
+    )
     assert client.get("/api/databases/").json() == listed  # MindsDB clients' trailing-slash form
 
-    assert client.get(f"/api/databases/{name}").json() == body
-    assert client.get(f"/api/databases/{name.upper()}").json() == body  # case-insensitive, as MindsDB
+    record = client.get(f"/api/databases/{name}").json()
+    assert record == {
+        **body,
+        "connection_data": entry["connection_data"],
+        "class_type": "sql",
+        "permanent": False,
+        "date_last_update": record["date_last_update"],
+    }
+    assert client.get(f"/api/databases/{name.upper()}").json() == record  # case-insensitive, as MindsDB
 
     duplicate = _create(client, name, "mysql", MARIADB)
     assert duplicate.status_code == 409 and duplicate.json()["title"] == "Name conflict"
@@ -104,9 +123,10 @@ def test_postgres_source_masks_every_secret(
     )
     assert created.status_code == 201, created.text
     assert "s3cret-pw" not in created.text and "t0k" not in created.text
-    assert created.json()["parameters"] == {**params, "password": "******", "extra": {"api_token": "******"}}
     fetched = client.get(f"/api/databases/{name}/")
-    assert fetched.json()["parameters"]["password"] == "******"
+    assert "s3cret-pw" not in fetched.text and "t0k" not in fetched.text
+    expected = {**params, "password": "******", "extra": {"api_token": "******"}}
+    assert fetched.json()["connection_data"] == expected
     assert "s3cret-pw" not in client.get("/api/databases").text
     assert client.delete(f"/api/databases/{name}").status_code == 204
 
@@ -125,6 +145,7 @@ def test_refusals(client: httpx.Client, unique: str, maria_table: str, pg_source
     assert client.get(f"/api/databases/x_{unique}").status_code == 404  # nothing was stored
 
     assert _create(client, f"x_{unique}", "mysql", {"user": "root"}).status_code == 400  # no host
+    assert client.get(f"/api/databases/x_{unique}").status_code == 404
     assert _create(client, "not a name", "mysql", MARIADB).status_code == 400
     assert client.post("/api/databases", json={"name": "x"}).status_code == 400
 
@@ -137,6 +158,40 @@ def test_refusals(client: httpx.Client, unique: str, maria_table: str, pg_source
     assert client.get("/api/databases/mindsdb").json()["type"] == "project"
     assert client.get(f"/api/databases/unknown_{unique}").status_code == 404
     assert client.delete(f"/api/databases/unknown_{unique}").status_code == 404
+
+
+def test_parameters_are_checked_on_request_or_first_use(
+    client: httpx.Client, unique: str, tmp_path: Path
+) -> None:
+    """As MindsDB: without `check_connection` any parameters are stored ({} too) and a broken source fails
+    when it is used; with it, nothing is stored unless the connection works."""
+    name = f"lazy_{unique}"
+    created = _create(client, name, "sqlite", {}, check=False)
+    assert created.status_code == 201, created.text
+    used = client.post("/api/sql/query", json={"query": f"SELECT * FROM {name}.t"}).json()
+    assert used["type"] == "error" and "parameter 'database' is required" in used["error_message"]
+
+    db_file = tmp_path / "lazy.db"
+    with sqlite3.connect(db_file) as conn:
+        conn.execute("CREATE TABLE t (a INTEGER)")
+        conn.execute("INSERT INTO t VALUES (7)")
+    missing = {"database": {"parameters": {"db_file": str(tmp_path / "absent.db")}}, "check_connection": True}
+    refused = client.put(f"/api/databases/{name}", json=missing)
+    assert refused.status_code == 400 and refused.json()["title"] == "Connection error"
+    assert client.get(f"/api/databases/{name}").json()["connection_data"] == {}  # unchanged
+    fixed = client.put(f"/api/databases/{name}", json={"database": {"parameters": {"db_file": str(db_file)}}})
+    assert fixed.status_code == 200 and fixed.json()["connection_data"] == {"db_file": str(db_file)}
+    rows = client.post("/api/sql/query", json={"query": f"SELECT a FROM {name}.t"}).json()
+    assert rows["data"] == [[7]], rows
+
+    assert client.get("/api/databases/log").json() == {
+        "name": "log",
+        "type": "system",
+        "id": None,
+        "engine": None,
+    }
+    assert client.delete("/api/databases/log").status_code == 400
+    assert client.delete(f"/api/databases/{name}").status_code == 204
 
 
 # --- pushdown: parsing --------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ dropped. Every call is the SDK's own; nothing here talks to agentkb directly.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -104,7 +105,7 @@ def test_full_session(
     source = server.create_database(f"sdk_src_{unique}", engine="postgres", connection_args=pg_source)
     listed = {d.name: d for d in server.list_databases()}
     assert listed[source.name].engine == "postgres"
-    assert listed[source.name].params["host"] == pg_source["host"]
+    assert json.loads(listed[source.name].params)["host"] == pg_source["host"]  # JSON text, as MindsDB
 
     # --- a knowledge base -----------------------------------------------------------------------------
     kb = project.knowledge_bases.create(

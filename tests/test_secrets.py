@@ -280,7 +280,7 @@ def test_records_and_catalog_answers_show_no_secret(client: httpx.Client, world:
     assert kb["embedding_model"]["base_url"] == world.embed.url and kb["document_count"] == 3
     world.keep("GET kbs", client.get(f"{p}/knowledge_bases"))
     ds = world.keep("GET database", client.get(f"/api/databases/{world.ds}")).json()
-    assert ds["parameters"]["password"] == MASK and ds["parameters"]["database"] == "sources"
+    assert ds["connection_data"]["password"] == MASK and ds["connection_data"]["database"] == "sources"
     world.keep("GET databases", client.get("/api/databases/"))
     for query in (
         "SHOW KNOWLEDGE_BASES",
@@ -296,7 +296,8 @@ def test_records_and_catalog_answers_show_no_secret(client: httpx.Client, world:
     row = dict(zip(kbs["column_names"], kbs["data"][0], strict=True))
     assert row["EMBEDDING_MODEL"]["api_key"] == MASK and row["PARAMS"]["access_token"] == MASK
     dbs = _sql(client, world, f"SELECT * FROM information_schema.databases WHERE name = '{world.ds}'")
-    assert dict(zip(dbs["column_names"], dbs["data"][0], strict=True))["CONNECTION_DATA"]["password"] == MASK
+    connection_data = dict(zip(dbs["column_names"], dbs["data"][0], strict=True))["CONNECTION_DATA"]
+    assert json.loads(connection_data)["password"] == MASK  # JSON text, as MindsDB
 
     # The agent record is the one exception: it echoes model.api_key (spec 2.1), and nothing else.
     for what, response in (
@@ -426,9 +427,16 @@ def test_providers_get_real_keys_and_masked_round_trips_keep_them(client: httpx.
 
     # Data source: PUT the masked parameters back; the stored password stays.
     ds = client.get(f"/api/databases/{world.ds}").json()
-    put = client.put(f"/api/databases/{world.ds}", json={"database": {"parameters": ds["parameters"]}})
-    assert put.status_code == 200 and put.json() == ds, put.text
+    put = client.put(
+        f"/api/databases/{world.ds}",
+        json={"database": {"parameters": ds["connection_data"]}, "check_connection": True},
+    )
+    assert put.status_code == 200 and _unstamped(put.json()) == _unstamped(ds), put.text
     assert _sql(client, world, f"SELECT body FROM {world.ds}.sec_{world.u}")["data"] == [["reachable"]]
+
+
+def _unstamped(record: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in record.items() if k != "date_last_update"}
 
 
 def test_data_source_password_reaches_mariadb_after_a_masked_round_trip(
@@ -442,19 +450,23 @@ def test_data_source_password_reaches_mariadb_after_a_masked_round_trip(
         created = client.put(
             f"/api/databases/{name}", json={"database": {"engine": "mariadb", "parameters": params}}
         )
-        assert created.status_code == 201 and created.json()["parameters"]["password"] == MASK, created.text
+        assert created.status_code == 201 and password not in created.text, created.text
         try:
             query = {"query": f"SELECT body FROM {name}.sec_{u}", "context": {"db": "mindsdb"}}
             expected = [["reachable with the real password"]]
             assert client.post("/api/sql/query", json=query).json()["data"] == expected
             record = client.get(f"/api/databases/{name}").json()
+            assert record["connection_data"]["password"] == MASK
             put = client.put(
-                f"/api/databases/{name}", json={"database": {"parameters": record["parameters"]}}
+                f"/api/databases/{name}",
+                json={"database": {"parameters": record["connection_data"]}, "check_connection": True},
             )
-            assert put.status_code == 200 and put.json() == record and password not in put.text, put.text
+            assert put.status_code == 200 and password not in put.text, put.text
+            assert _unstamped(put.json()) == _unstamped(record)
             assert client.post("/api/sql/query", json=query).json()["data"] == expected
             wrong = client.put(
-                f"/api/databases/{name}", json={"database": {"parameters": {"password": "nope-nope"}}}
+                f"/api/databases/{name}",
+                json={"database": {"parameters": {"password": "nope-nope"}}, "check_connection": True},
             )
             assert wrong.status_code == 400 and wrong.json()["title"] == "Connection error", wrong.text
             assert "Access denied" in wrong.json()["detail"] and "nope-nope" not in wrong.text

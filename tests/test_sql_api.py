@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -37,7 +38,11 @@ def test_sdk_catalog_queries(client: httpx.Client, unique: str, pg_source: dict[
         client, "select NAME, ENGINE, CONNECTION_DATA from information_schema.databases where TYPE='data'"
     )
     mine = [s for s in sources if s["NAME"] == f"pg_{unique}"]
-    assert mine and mine[0]["ENGINE"] == "postgres" and mine[0]["CONNECTION_DATA"]["password"] == "******"
+    assert (
+        mine
+        and mine[0]["ENGINE"] == "postgres"
+        and json.loads(mine[0]["CONNECTION_DATA"])["password"] == "******"
+    )  # JSON text, as MindsDB
     assert {"Database": f"pg_{unique}"} in table(client, "SHOW DATABASES")
     ok(client, f"DROP DATABASE pg_{unique}")
     ok(client, f"DROP DATABASE proj_{unique}")

@@ -14,6 +14,7 @@ from agentkb.api import (
     agents,
     auth,
     completions,
+    config,
     databases,
     errors,
     evaluations,
@@ -55,7 +56,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.shutdown = Shutdown()  # begun by the server on SIGTERM (agentkb.cli.server)
     errors.install(app)
-    for module in (status, auth, projects, agents, completions, knowledge_bases, jobs, databases, sql, files):
+    for module in (
+        status,
+        auth,
+        projects,
+        agents,
+        completions,
+        knowledge_bases,
+        jobs,
+        databases,
+        sql,
+        files,
+        config,
+    ):
         app.include_router(module.router)
     app.include_router(evaluations.router)
     document_security(app)

@@ -3,16 +3,10 @@
 from __future__ import annotations
 
 import httpx
-import pytest
 
 ORIGIN = "MindsDB tests/unit/api/http/config_test.py @v26.1.0"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="GET /api/config/ is not served (MindsDB: auth, default_llm, default_embedding_model, "
-    "default_reranking_model, knowledge_bases {storage, available_vector_engines, pgvector_enabled, …})",
-)
 def test_get_config_returns_knowledge_bases_storage(client: httpx.Client) -> None:
     """Origin: test_get_config_returns_knowledge_bases_storage (MindsDB @v26.1.0)."""
     response = client.get("/api/config/")

@@ -1,9 +1,11 @@
 """Ported from MindsDB `tests/unit/api/http/files_test.py` @v26.1.0.
 
-Adaptations: Flask's `data={"file": (io.BytesIO(...), "name")}` multipart bodies are httpx `files=` (+ `data=`
-for the other form fields). MindsDB's tests switch URL uploads on or off by patching its config
-(`url_file_upload.enabled`); agentkb has them off, so the patches are dropped: each test's expectation does
-not depend on the switch except test_put_file_url_upload_disabled, which wants it off.
+Adaptations: MindsDB answers a multipart file name with a path and a zip-slip archive with 500; agentkb with
+400 (test_path_traversal, test_zipfile_traversal: a deliberate difference, see docs/mindsdb-sdk.md). Flask's
+`data={"file": (io.BytesIO(...), "name")}` multipart bodies are httpx `files=` (+ `data=` for the other form
+fields). MindsDB's tests switch URL uploads on or off by patching its config (`url_file_upload.enabled`);
+agentkb has them off, so the patches are dropped: each test's expectation does not depend on the switch except
+test_put_file_url_upload_disabled, which wants it off, and test_put_file_invalid_url, which wants it on.
 """
 
 from __future__ import annotations
@@ -36,20 +38,15 @@ def test_put_file(client: httpx.Client) -> None:
     assert response.status_code == HTTPStatus.OK
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a multipart file name with path traversal ('../../…/tmp/test_test.txt') is accepted (200: only its "
-    "extension is used, the file is stored as `my_file`); MindsDB answers 500 (its path check raises)",
-)
 def test_path_traversal(client: httpx.Client) -> None:
     """Origin: test_path_traversal (MindsDB @v26.1.0)."""
     file = b"Hello, World!"
     path = "../../../../../../../../../../tmp/test_test.txt"
     response = client.put("/api/files/my_file", files={"file": (path, file)}, follow_redirects=True)
-    assert not os.path.exists(
-        path
-    )  # checked first here (MindsDB: second), so it runs while the status differs
-    assert response.status_code == HTTPStatus.INTERNAL_SERVER_ERROR
+    assert not os.path.exists(path)
+    # MindsDB: 500 (its path check raises); agentkb refuses the client's bad name with 400 "Invalid file path"
+    # (a deliberate difference, docs/mindsdb-sdk.md)
+    assert response.status_code == HTTPStatus.BAD_REQUEST
 
 
 def test_delete_file(client: httpx.Client) -> None:
@@ -69,8 +66,8 @@ def test_delete_nonexistent_file(client: httpx.Client) -> None:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="a JSON URL upload to /api/files/bad.txt is refused for the name's extension (title 'Error'); MindsDB "
-    "checks the URL first: 400 'Invalid URL'",
+    reason="URL uploads are off in agentkb (MindsDB's test switches them on): a JSON URL upload is answered "
+    "'URL file upload is disabled.', as MindsDB answers it with the switch off, before the URL is checked",
 )
 def test_put_file_invalid_url(client: httpx.Client) -> None:
     """Origin: test_put_file_invalid_url (MindsDB @v26.1.0)."""
@@ -81,11 +78,6 @@ def test_put_file_invalid_url(client: httpx.Client) -> None:
     assert "Invalid URL" in data["title"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a JSON upload body with a `file` key is not refused as 'Invalid request parameters' before the "
-    "name check (agentkb: title 'Error', 'File name cannot contain extension.')",
-)
 def test_put_file_url_with_file_param(client: httpx.Client) -> None:
     """Origin: test_put_file_url_with_file_param (MindsDB @v26.1.0)."""
     data = {
@@ -99,11 +91,6 @@ def test_put_file_url_with_file_param(client: httpx.Client) -> None:
     assert "Invalid request parameters" == data["title"]  # noqa: SIM300 (MindsDB's assertion, verbatim)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a JSON upload body with a `file` key is not refused as 'Invalid request parameters' before the "
-    "name check (agentkb: title 'Error', 'File name cannot contain extension.')",
-)
 def test_put_file_no_source_type_with_file_param(client: httpx.Client) -> None:
     """Origin: test_put_file_no_source_type_with_file_param (MindsDB @v26.1.0)."""
     data = {
@@ -115,11 +102,6 @@ def test_put_file_no_source_type_with_file_param(client: httpx.Client) -> None:
     assert "Invalid request parameters" == data["title"]  # noqa: SIM300 (MindsDB's assertion, verbatim)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a JSON URL upload to /api/files/remote.txt is refused for the name's extension before 'URL file "
-    "upload is disabled.' (MindsDB answers the disabled switch first)",
-)
 def test_put_file_url_upload_disabled(client: httpx.Client) -> None:
     """Origin: test_put_file_url_upload_disabled (MindsDB @v26.1.0)."""
     data = {
@@ -142,11 +124,6 @@ def test_extension_in_filename(client: httpx.Client) -> None:
     assert "File name cannot contain extension." in data["detail"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="zip archives are refused as a file type (\"'.zip' files are not supported\"); MindsDB unpacks "
-    "archives and refuses this one with 'File name cannot contain extension.'",
-)
 def test_archive_file_with_extension_upload(client: httpx.Client) -> None:
     """Origin: test_archive_file_with_extension_upload (MindsDB @v26.1.0)."""
     # Create a zip file in memory
@@ -162,11 +139,6 @@ def test_archive_file_with_extension_upload(client: httpx.Client) -> None:
     assert "File name cannot contain extension." in data["detail"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="zip archives are refused as a file type (400); MindsDB unpacks them and answers a zip-slip entry "
-    "with 500 'Attempted Path Traversal in Zip File'",
-)
 def test_zipfile_traversal(client: httpx.Client) -> None:
     """Origin: test_zipfile_traversal (MindsDB @v26.1.0)."""
     # Create a zip file in memory with a symlink
@@ -177,7 +149,9 @@ def test_zipfile_traversal(client: httpx.Client) -> None:
         "/api/files/archive", files={"file": ("archive.zip", zip_buffer.getvalue())}, follow_redirects=True
     )
     # Should fail due to path validation (ValueError is raised)
-    assert response.status_code == HTTPStatus.INTERNAL_SERVER_ERROR
+    # MindsDB: 500; agentkb refuses the client's bad archive with 400 "Invalid archive" (a deliberate
+    # difference, docs/mindsdb-sdk.md)
+    assert response.status_code == HTTPStatus.BAD_REQUEST
     data = response.json()
     assert "Attempted Path Traversal in Zip File" in data["detail"]
 

@@ -8,18 +8,11 @@ import sqlite3
 from pathlib import Path
 
 import httpx
-import pytest
 
 ORIGIN = "MindsDB tests/unit/api/http/test_queries.py @v26.1.0"
 
 
 class TestParameters:
-    @pytest.mark.xfail(
-        strict=True,
-        reason=":params are bound only in KB SELECT/DELETE: in an information_schema SELECT `WHERE NAME = :db_name` "
-        "is refused ('Unsupported expression in WHERE: :db_name'); also `:x` in the select list and `IN :list` "
-        "(a list bound to one parameter)",
-    )
     def test_query_parameters(self, client: httpx.Client) -> None:
         """Origin: TestParameters.test_query_parameters (MindsDB @v26.1.0)."""
         # test filter, target
@@ -44,11 +37,6 @@ class TestParameters:
         data = response.json()["data"]
         assert data[0] == ["mindsdb", None]
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="an unbound :param is not reported as 'Parameter is not set' (information_schema SELECT: "
-        "'Unsupported expression in WHERE: :db_name')",
-    )
     def test_absent_param(self, client: httpx.Client) -> None:
         """Origin: TestParameters.test_absent_param (MindsDB @v26.1.0)."""
         # absent
@@ -61,12 +49,6 @@ class TestParameters:
         )
         assert "Parameter is not set" in response.json()["error_message"]
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="an @name variable inside CREATE DATABASE … PARAMETERS = {…} is not bound from `params` ('TypeError: "
-        "Type is not JSON serializable: Variable'); and information_schema.databases CONNECTION_DATA is a JSON "
-        "object, MindsDB's is JSON text",
-    )
     def test_json_param(self, client: httpx.Client, tmp_path: Path) -> None:
         """Origin: TestParameters.test_json_param (MindsDB @v26.1.0). MindsDB's engine is `dummy_data`
         (a test handler); here it is `sqlite` with a `db_file`, the `username` parameter unchanged."""
@@ -97,11 +79,6 @@ class TestParameters:
         connection_args = response.json()["data"][0][0]
         assert json.loads(connection_args)["username"] == "test"
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="POST /api/sql/query/utils/parametrize_constants is not served (MindsDB: the query with its "
-        "constants as :params, the databases and tables it names, and the parameters with their types)",
-    )
     def test_parameter_extract(self, client: httpx.Client) -> None:
         """Origin: TestParameters.test_parameter_extract (MindsDB @v26.1.0)."""
 

@@ -65,11 +65,6 @@ class TestSQLQueryResponseFormat:
         response_data = response.json()
         check_response(response_data)
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="response_format 'sse' is ignored: one JSON document (MindsDB: text/event-stream, `data: ` header line "
-        "{type, column_names}, then row batches)",
-    )
     def test_query_sse_format(self, client: httpx.Client) -> None:
         """Origin: TestSQLQueryResponseFormat.test_query_sse_format (MindsDB @v26.1.0)."""
         response = client.post(
@@ -101,11 +96,6 @@ class TestSQLQueryResponseFormat:
         }
         check_response(response_data)
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="response_format 'jsonlines' is ignored: one JSON document (MindsDB: application/jsonlines, a header "
-        "line {type, column_names}, then row batches)",
-    )
     def test_query_jsonlines_format(self, client: httpx.Client) -> None:
         """Origin: TestSQLQueryResponseFormat.test_query_jsonlines_format (MindsDB @v26.1.0)."""
         response = client.post(

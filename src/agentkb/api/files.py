@@ -9,6 +9,7 @@ Both `/api/files` and `/api/files/` (MindsDB clients' form) are served, without 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, NoReturn
 
 import orjson
@@ -21,13 +22,21 @@ from agentkb.api.deps import ServicesDep
 from agentkb.api.middleware import FORM_OVERHEAD
 from agentkb.api.responses import EMPTY_STRING, JSON, problems
 from agentkb.errors import BadRequest, PayloadTooLarge
-from agentkb.service.files import BlobWriter, FileService, StagedBlob, check_file_name, file_exists
+from agentkb.service.files import (
+    BlobWriter,
+    FileService,
+    StagedBlob,
+    archive_kind,
+    check_file_name,
+    file_exists,
+)
 from agentkb.service.types import FileRow
 from agentkb.timestamps import timestamp
 
 router = APIRouter(prefix="/api/files", tags=["files"])
 
 FORM_FIELDS = frozenset({"original_file_name", "source_type", "name", "source"})
+JSON_FIELDS = frozenset({"source_type", "source", "original_file_name"})  # MindsDB's, for a URL source
 MAX_FIELD_BYTES = 4096
 MAX_PARTS = 8
 MAX_JSON_BYTES = 65536
@@ -119,11 +128,11 @@ async def get_file(name: str, services: ServicesDep) -> Any:
 @router.put("/{name}/", include_in_schema=False)
 async def upload_file(name: str, request: Request, services: ServicesDep) -> Any:
     files = services.files
-    key = check_file_name(name)
+    if not request.headers.get("content-type", "").lower().startswith("multipart/form-data"):
+        await _refuse_json(name, await _read_json(request), files)
+    key = check_file_name(name)  # before the body arrives (MindsDB: after it)
     if await files.find(key) is not None:
         raise file_exists(key)
-    if not request.headers.get("content-type", "").lower().startswith("multipart/form-data"):
-        _refuse_json(await _read_json(request))
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > files.max_bytes + FORM_OVERHEAD:
         raise PayloadTooLarge(f"The file is larger than the upload limit of {files.max_bytes} bytes")
@@ -134,6 +143,10 @@ async def upload_file(name: str, request: Request, services: ServicesDep) -> Any
     if source_type != "file":
         form.staged.path.unlink(missing_ok=True)
         raise _source_type_error(source_type)
+    kind = archive_kind(form.filename) or archive_kind(form.fields.get("original_file_name"))
+    if kind is not None:  # stored under the name of the one file inside, as MindsDB does
+        await files.save_archive(form.staged, kind)
+        return JSON("")
     await files.save(
         key,
         form.staged,
@@ -181,13 +194,19 @@ async def _read_json(request: Request) -> Any:
         ) from exc
 
 
-def _refuse_json(data: Any) -> NoReturn:
-    """JSON bodies name a URL source, which is disabled; anything else is malformed."""
-    if not isinstance(data, dict) or not set(data) <= FORM_FIELDS | {"file"}:
-        raise invalid_parameters("Allowed fields: file, original_file_name, source_type, source")
+async def _refuse_json(name: str, data: Any, files: FileService) -> NoReturn:
+    """A JSON body names a URL source, which is disabled; MindsDB's errors, in MindsDB's order."""
+    if not isinstance(data, dict):
+        raise invalid_parameters("Unexpected parameters in request")
+    unexpected = set(data) - JSON_FIELDS
+    if unexpected:
+        raise invalid_parameters(
+            f"Unexpected parameters in request: {', '.join(sorted(unexpected))}. "
+            f"Allowed parameters: {', '.join(sorted(JSON_FIELDS))}"
+        )
+    if await files.find(name) is not None:
+        raise file_exists(name.lower())
     source_type = data.get("source_type", "file")
-    if source_type == "url" and "file" in data:
-        raise invalid_parameters('URL source type can not be used together with "file" field.')
     if source_type != "file":
         raise _source_type_error(source_type)
     raise BadRequest(
@@ -254,6 +273,7 @@ async def _receive_form(request: Request, files: FileService) -> _Form:
                     if field_name == "file":
                         if writer is not None or form.staged is not None:
                             raise invalid_parameters("Only one file may be uploaded at a time")
+                        _check_filename(filename)
                         writer = files.writer()
                         form.filename, form.content_type = filename, content_type
                     value = bytearray()
@@ -279,6 +299,12 @@ async def _receive_form(request: Request, files: FileService) -> _Form:
         _discard(writer, form)
         raise BadRequest("The multipart body ended before the file did", title="Invalid request body")
     return form
+
+
+def _check_filename(filename: str | None) -> None:
+    """A part's file name is a name, never a path (MindsDB: "Wrong file name", as a 500)."""
+    if filename and (Path(filename).name != filename or "\\" in filename or filename in (".", "..")):
+        raise BadRequest(f"Wrong file name: {filename}", title="Invalid file path")
 
 
 def _describe_part(headers: list[tuple[bytes, bytes]]) -> tuple[str, str | None, str | None]:

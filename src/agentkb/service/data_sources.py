@@ -72,22 +72,32 @@ class DataSourceService:
             return await project_rows.get(conn, name)
 
     async def create(
-        self, name: object, engine: object, parameters: object, *, keep_case: bool = False
+        self,
+        name: object,
+        engine: object,
+        parameters: object,
+        *,
+        keep_case: bool = False,
+        check_connection: bool = True,
     ) -> DataSourceRow:
-        """Validate, test the connection, then store. 409 "Name conflict" if any database has the name (in
-        any case). Names are lower-cased unless `keep_case` (SQL's back-quoted names, as MindsDB's)."""
+        """Validate, test the connection (unless `check_connection` is False: MindsDB's REST default, which
+        stores any parameters and connects when the source is first used), then store. 409 "Name conflict"
+        if any database has the name (in any case). Names are lower-cased unless `keep_case` (SQL's
+        back-quoted names and REST's names, as MindsDB's)."""
         checked = check_name(name, "name") if keep_case else check_name(name, "name").lower()
         if engine is None:
             raise BadRequest("'engine' is required", title="Missing field")
         kind = datasources.check_engine(engine)
         params = {} if parameters is None else check_dict(parameters, "parameters")
-        datasources.connection_spec(kind, params)  # 400 on malformed parameters, before any network I/O
+        if check_connection:
+            datasources.connection_spec(kind, params)  # 400 on malformed parameters, before any network I/O
         if is_system(checked):
             raise name_conflict(checked)
         async with self.db.connect() as conn:
             if await repo.get(conn, checked) or await project_rows.get(conn, checked):
                 raise name_conflict(checked)
-        await asyncio.to_thread(datasources.test_connection, kind, params)
+        if check_connection:
+            await asyncio.to_thread(datasources.test_connection, kind, params)
         async with self.db.transaction() as conn:
             row = None
             if await project_rows.get(conn, checked) is None:
@@ -96,16 +106,28 @@ class DataSourceService:
             raise name_conflict(checked)
         return row
 
-    async def put(self, name: str, engine: object, parameters: object) -> tuple[DataSourceRow, bool]:
+    async def put(
+        self,
+        name: str,
+        engine: object,
+        parameters: object,
+        *,
+        keep_case: bool = False,
+        check_connection: bool = False,
+    ) -> tuple[DataSourceRow, bool]:
         """MindsDB's `PUT /api/databases/{name}`: create the data source (True), or update its parameters
-        (False): the given ones over the stored ones, `******` keeping a stored secret; the merged
-        parameters are tested before they are stored. The engine cannot change."""
+        (False): the given ones over the stored ones, `******` keeping a stored secret; with
+        `check_connection` the merged parameters are tested before they are stored. The engine cannot
+        change."""
         stored = None
         if is_identifier(name):
             async with self.db.connect() as conn:
-                stored = await repo.get(conn, name.lower())
+                stored = await repo.get(conn, name)
         if stored is None:
-            return await self.create(name, engine, parameters), True
+            created = await self.create(
+                name, engine, parameters, keep_case=keep_case, check_connection=check_connection
+            )
+            return created, True
         key = stored.name
         if engine is not None and datasources.check_engine(engine) != stored.engine:
             raise BadRequest(
@@ -114,9 +136,10 @@ class DataSourceService:
             )
         given = {} if parameters is None else check_dict(parameters, "parameters")
         merged = {**stored.parameters, **restore_masked(given, stored.parameters)}
-        plain = self.box.reveal(merged, f"database {key} parameters")
-        datasources.connection_spec(stored.engine, plain)
-        await asyncio.to_thread(datasources.test_connection, stored.engine, plain)
+        if check_connection:
+            plain = self.box.reveal(merged, f"database {key} parameters")
+            datasources.connection_spec(stored.engine, plain)
+            await asyncio.to_thread(datasources.test_connection, stored.engine, plain)
         async with self.db.transaction() as conn:
             row = await repo.update_parameters(conn, key, self.box.seal(merged))
         if row is None:

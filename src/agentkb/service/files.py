@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentkb.errors import BadRequest, NotFound, PayloadTooLarge
+from agentkb.ingest.files.archive import archive_kind as archive_kind  # for the HTTP layer
+from agentkb.ingest.files.archive import unpack_single
 from agentkb.ingest.files.detect import detect_extension
 from agentkb.ingest.files.parse import SUPPORTED, ParsedFile, Tabular, parse_file
 from agentkb.storage import files as repo
@@ -189,6 +191,18 @@ class FileService:
                 staged.path.unlink(missing_ok=True)
         self._remember(row, parsed)
         return row
+
+    async def save_archive(self, staged: StagedBlob, kind: str) -> FileRow:
+        """MindsDB's archive upload: the archive's one data file is stored under that file's own name (so a
+        name with an extension is refused: "File name cannot contain extension."). 400 for an archive with
+        anything else in it or an entry outside it (zip-slip), 413 when the unpacked file is too large."""
+        try:
+            inner = await asyncio.to_thread(unpack_single, staged.path, kind, self.tmp_dir, self.max_bytes)
+        finally:
+            staged.path.unlink(missing_ok=True)
+        return await self.save(
+            inner.name, StagedBlob(inner.path, inner.size, inner.sha256), original_name=inner.name
+        )
 
     def _place(self, staged: StagedBlob) -> None:
         target = self.blob_path(staged.sha256)

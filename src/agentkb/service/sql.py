@@ -17,7 +17,7 @@ import datetime as dt
 import decimal
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy
@@ -33,8 +33,10 @@ from agentkb.service.sql_kb import KBSelect
 from agentkb.service.sql_queries import QUERY_COLUMNS
 from agentkb.service.sql_select import SelectRunner, needs_planner
 from agentkb.sql import catalog, pushdown
+from agentkb.sql import params as sql_params
 from agentkb.sql.kbquery import parse_kb_select_ast, strip_wrappers
 from agentkb.sql.names import one_part, two_part
+from agentkb.sql.parametrize import parametrize
 
 if TYPE_CHECKING:
     from agentkb.service.agents import AgentService
@@ -117,11 +119,17 @@ class SQLService:
         reply = await self.completions.complete(project, agent, [{"question": question, "answer": None}])
         return str(reply["message"]["content"])
 
+    def parametrize(self, query: str) -> dict[str, Any]:
+        """MindsDB's `parametrize_constants` helper: the constants as `:name` parameters; nothing runs."""
+        return asdict(parametrize(query))
+
     async def execute(self, sql: str, db: str, params: Mapping[str, Any] | None = None) -> Result:
         try:
             statement = parse_sql(strip_wrappers(sql))
         except Exception as exc:  # the parser raises many kinds of errors
             raise BadRequest(f"Invalid SQL: {exc}") from exc
+        if sql_params.needs_binding(sql, params):
+            sql_params.bind(statement, params)  # `:name` and `@name`, as MindsDB binds them
         handler = getattr(self, f"_{type(statement).__name__.lower()}", None)
         if handler is None:
             raise BadRequest(f"Unsupported statement: {type(statement).__name__} ({sql.strip()[:80]})")

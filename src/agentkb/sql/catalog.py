@@ -7,6 +7,7 @@ from __future__ import annotations
 import fnmatch
 import json
 from collections.abc import Callable
+from operator import itemgetter
 from typing import Any
 
 from mindsdb_sql_parser import ast
@@ -99,11 +100,22 @@ def matches(where: ast.ASTNode | None, row: dict[str, Any]) -> bool:
 
 
 def database_rows(projects: list[str], sources: list[Any]) -> Rows:
-    rows: Rows = [{"NAME": "information_schema", "TYPE": "system", "ENGINE": None, "CONNECTION_DATA": None}]
+    """MindsDB's rows: CONNECTION_DATA is JSON text (`json.dumps`), with every secret masked."""
+    rows: Rows = [
+        {"NAME": name, "TYPE": "system", "ENGINE": None, "CONNECTION_DATA": None}
+        for name in ("information_schema", "log")
+    ]
     rows += [{"NAME": p, "TYPE": "project", "ENGINE": None, "CONNECTION_DATA": None} for p in projects]
-    rows.append({"NAME": "files", "TYPE": "data", "ENGINE": "files", "CONNECTION_DATA": {}})  # uploaded files
+    rows.append(
+        {"NAME": "files", "TYPE": "data", "ENGINE": "files", "CONNECTION_DATA": "{}"}
+    )  # uploaded files
     rows += [
-        {"NAME": s.name, "TYPE": "data", "ENGINE": s.engine, "CONNECTION_DATA": mask_secrets(s.parameters)}
+        {
+            "NAME": s.name,
+            "TYPE": "data",
+            "ENGINE": s.engine,
+            "CONNECTION_DATA": json.dumps(mask_secrets(s.parameters)),
+        }
         for s in sources
     ]
     return rows
@@ -145,6 +157,10 @@ def _sort_key(column: str) -> Callable[[dict[str, Any]], tuple[bool, str]]:
     return lambda row: (row[column] is None, str(row[column]))
 
 
+def _constant(value: Any) -> Callable[[dict[str, Any]], Any]:
+    return lambda _row: value
+
+
 def select_rows(select: ast.Select, columns: list[str], rows: Rows) -> tuple[list[str], list[list[Any]]]:
     """Project, filter, order and limit in-memory rows for a SELECT over a catalog table."""
     kept = [row for row in rows if matches(select.where, row)]
@@ -157,18 +173,21 @@ def select_rows(select: ast.Select, columns: list[str], rows: Rows) -> tuple[lis
     if select.limit is not None:
         kept = kept[: int(select.limit.value)]
     names: list[str] = []
-    getters: list[str] = []
+    getters: list[Callable[[dict[str, Any]], Any]] = []
     for target in select.targets:
         if isinstance(target, ast.Star):
             names += columns
-            getters += columns
+            getters += [itemgetter(c) for c in columns]
+        elif isinstance(target, ast.Constant):  # `SELECT NAME, 1`, or a bound `:x`: one value in every row
+            names.append(target.alias.parts[-1] if target.alias else str(target.value))
+            getters.append(_constant(target.value))
         elif isinstance(target, ast.Identifier):
             column = str(target.parts[-1])
             key = next((c for c in columns if c.lower() == column.lower()), None)
             if key is None:
                 raise BadRequest(f"Column not found: {column}")
             names.append(target.alias.parts[-1] if target.alias else column)
-            getters.append(key)
+            getters.append(itemgetter(key))
         else:
             raise BadRequest(f"Unsupported select target: {target.to_string()}")
-    return names, [[row[g] for g in getters] for row in kept]
+    return names, [[get(row) for get in getters] for row in kept]
