@@ -10,8 +10,6 @@ import pandas as pd
 
 from tests.compat.test_mdb_executor_knowledge_base import BaseTestKB
 
-ORIGIN = "MindsDB docs/mindsdb_sql/knowledge_bases/insert_data.mdx @v26.1.0"
-
 
 def docs(rows: list[tuple[int, str]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["id", "content"])

@@ -30,13 +30,7 @@ import pytest
 
 from tests.compat.mdb import MindsDB, MindsDBEmbeddings, MindsDBLLM, P
 
-ORIGIN = "MindsDB tests/unit/executor/test_knowledge_base.py @v26.1.0"
-
-META_COLUMNS = (
-    "SELECT * over a KB lacks the metadata columns (MindsDB: declared/inserted metadata keys as columns)"
-)
 DESCRIBE = "DESCRIBE KNOWLEDGE_BASE is refused (Unsupported statement: Describe)"
-FILES_INSERT = "INSERT INTO <kb> SELECT ... FROM files.<name> is refused ('files is a system database, not a data source')"
 
 
 class BaseTestKB:
@@ -174,7 +168,6 @@ class TestKBNOAutoBatch(BaseTestKB):
         # only one default collection there
         assert len(ret) == 1
 
-    @pytest.mark.xfail(strict=True, reason=FILES_INSERT)
     def test_kb_metadata__default_columns(self) -> None:
         """Origin: test_kb_metadata, case 1 "kb with default columns settings" (MindsDB @v26.1.0)."""
         record = REVIEW
@@ -229,7 +222,6 @@ class TestKBNOAutoBatch(BaseTestKB):
         assert ret["product"][0] == record["product"]
         assert ret["url"][0] == record["url"]
 
-    @pytest.mark.xfail(strict=True, reason=FILES_INSERT)
     def test_kb_metadata__defined_columns(self) -> None:
         """Origin: test_kb_metadata, case 2 "kb with defined columns" (MindsDB @v26.1.0)."""
         record = REVIEW
@@ -298,7 +290,6 @@ class TestKBNOAutoBatch(BaseTestKB):
         assert ret["url"][0] == record["url"]
         assert ret["product"][0] == record["product"]
 
-    @pytest.mark.xfail(strict=True, reason=FILES_INSERT)
     def test_join_kb_table(self) -> None:
         """Origin: test_join_kb_table, the join (MindsDB @v26.1.0)."""
         df = self._get_ral_table()
@@ -378,15 +369,6 @@ class TestKBNOAutoBatch(BaseTestKB):
         assert len(ret) == 2
         assert set(ret["id"]) == {"9016", "9023"}
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="INSERT INTO <kb> SELECT ... FROM <datasource>.<table> USING batch_size=…, track_column=… fails (the "
-        "USING clause reaches the pushed-down SELECT: 'The query cannot be parsed'; MindsDB: a partitioned "
-        "background insert answering a table with the query ID); "
-        "then: information_schema.queries (ID, SQL, STARTED_AT, FINISHED_AT, PROCESSED_ROWS, ERROR) and "
-        "SELECT query_cancel(<id>) are missing (DESCRIBE KNOWLEDGE_BASE shows the KB's latest ingestion job: "
-        "its QUERY_ID and times must be the queries row's)",
-    )
     def test_kb_partitions(self) -> None:
         """Origin: test_kb_partitions (MindsDB @v26.1.0, marked slow there). MindsDB's mocked postgres handler
         (streamed and whole-table answers) is a real postgres table here; `task_monitor()` (MindsDB's
@@ -509,7 +491,6 @@ class TestKBAlgebra(BaseTestKB):
         """
         )
 
-    @pytest.mark.xfail(strict=True, reason=FILES_INSERT)
     def test_kb_algebra__exclude_values(self) -> None:
         """Section "search value excluding others"."""
         self._items_kb()
@@ -529,7 +510,6 @@ class TestKBAlgebra(BaseTestKB):
             assert "square" not in content
             assert "triangle" not in content
 
-    @pytest.mark.xfail(strict=True, reason=FILES_INSERT)
     def test_kb_algebra__exclude_value_and_metadata(self) -> None:
         """Section "search value excluding other and metadata"."""
         self._items_kb()
@@ -548,7 +528,6 @@ class TestKBAlgebra(BaseTestKB):
             assert "square" not in content
             assert "triangle" not in content
 
-    @pytest.mark.xfail(strict=True, reason=FILES_INSERT)
     def test_kb_algebra__in_list_excluding(self) -> None:
         """Section "searching value in list with excluding"."""
         self._items_kb()
@@ -563,7 +542,6 @@ class TestKBAlgebra(BaseTestKB):
         for content in ret["chunk_content"]:
             assert "white" in content
 
-    @pytest.mark.xfail(strict=True, reason=FILES_INSERT)
     def test_kb_algebra__or(self) -> None:
         """Section "using OR"."""
         self._items_kb()
@@ -598,7 +576,6 @@ class TestKBAlgebra(BaseTestKB):
             assert "white" in item["chunk_content"]
             assert item["metadata"]["num"] in (3, 4)
 
-    @pytest.mark.xfail(strict=True, reason=FILES_INSERT)
     def test_kb_algebra__chunk_content_like(self) -> None:
         """Section "chunk_content and '%'"."""
         self._items_kb()
@@ -617,7 +594,6 @@ class TestKBAlgebra(BaseTestKB):
             else:
                 assert "small" in content
 
-    @pytest.mark.xfail(strict=True, reason=FILES_INSERT)
     def test_kb_algebra__metadata_like(self) -> None:
         """Section "metadata: like, not like"."""
         self._items_kb()
@@ -627,7 +603,6 @@ class TestKBAlgebra(BaseTestKB):
             # only triangle
             assert set(ret["shape"]) == {"triangle"}
 
-    @pytest.mark.xfail(strict=True, reason=FILES_INSERT)
     def test_kb_algebra__metadata_comparisons(self) -> None:
         """Section "metadata: '>=', '>', '<=', '<'"."""
         self._items_kb()
@@ -643,7 +618,6 @@ class TestKBAlgebra(BaseTestKB):
         # only red
         assert set(ret["color"]) == {"red"}
 
-    @pytest.mark.xfail(strict=True, reason=FILES_INSERT)
     def test_kb_algebra__int_and_date_filters(self) -> None:
         """Sections "filter by int" and "filter by date"."""
         self._items_kb()
@@ -658,7 +632,6 @@ class TestKBAlgebra(BaseTestKB):
         ret = self.run_sql("select * from kb_alg where valid_date < '2000-01-15'")
         assert ret["valid_date"].max() > "2000-01-13" and ret["valid_date"].min() < "2000-01-15"
 
-    @pytest.mark.xfail(strict=True, reason=FILES_INSERT)
     def test_kb_algebra__id_and_content(self) -> None:
         """Section "filter by id and content"."""
         self._items_kb()
@@ -709,11 +682,6 @@ class TestKBSelectAndParams(BaseTestKB):
         with pytest.raises(ValueError):
             self.run_sql("select * from kb2 where cont10='val2'")
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason=f"{FILES_INSERT}; then: DROP TABLE files.<name> is refused (EVALUATE itself passes once both "
-        "are emulated)",
-    )
     def test_evaluate(self) -> None:
         """Origin: test_evaluate, cases 1-3 (MindsDB @v26.1.0). `mock_openai` (the LLM generating test data)
         and `get_scores` (0.8 for every doc) are the scripted LLM; the model of its first request is checked
@@ -847,11 +815,6 @@ class TestKBSelectAndParams(BaseTestKB):
         assert len(self.llm.scores_calls) == 0  # mock_get_scores.assert_not_called()
         assert len(df) > 0
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="no default reranking model setting (MindsDB config default_reranking_model, "
-        "applied to a KB created without reranking_model unless reranking_model = false)",
-    )
     def test_save_default_params(self, fresh_app: Any) -> None:
         """Origin: test_save_default_params (MindsDB @v26.1.0). MindsDB patches `Config.get` for
         default_embedding_model / default_reranking_model; here an agentkb is started with those settings
@@ -998,10 +961,6 @@ class TestKBSelectAndParams(BaseTestKB):
         assert "api_key" not in ret["EMBEDDING_MODEL"][0]
         assert "api_key" not in ret["RERANKING_MODEL"][0]
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason=f"{FILES_INSERT}; then: DROP TABLE files.<name> is refused (Unsupported statement: DropTables)",
-    )
     def test_kb_uppercase_source_columns(self) -> None:
         """Origin: test_kb_uppercase_source_columns (MindsDB @v26.1.0)."""
         df = pd.DataFrame(
@@ -1189,7 +1148,6 @@ class TestKBSelectAndParams(BaseTestKB):
         """)
         assert "white" in ret["chunk_content"].iloc[0]
 
-    @pytest.mark.xfail(strict=True, reason=FILES_INSERT)
     def test_create_index(self) -> None:
         """Origin: test_create_index (MindsDB @v26.1.0)."""
         df = self._get_ral_table()

@@ -19,8 +19,6 @@ import pytest
 
 from tests.compat.mdb import MindsDB, MindsDBEmbeddings
 
-ORIGIN = "MindsDB tests/unit/executor/test_lowercase.py @v26.1.0"
-
 
 class TestLowercase:
     mdb: MindsDB

@@ -30,8 +30,6 @@ import pytest
 
 from tests.compat.mdb import MindsDBEmbeddings, MindsDBLLM, postgres_tables
 
-ORIGIN = "MindsDB tests/integration/flows/test_knowledge_base.py @v26.1.0, TestKB.test_base_syntax"
-
 MESSAGES = {
     "Battery": "My battery drains very fast after the latest update",
     "Screen": "The screen flickers at low brightness",
@@ -39,10 +37,6 @@ MESSAGES = {
     "Shipping": "My order has not arrived yet",
 }
 STATUSES = ("solving", "solved", "new")
-PARTITIONED = (
-    "INSERT … SELECT … USING batch_size=10, track_column=pk fails (the USING clause reaches the pushed-down "
-    "SELECT: 'The query cannot be parsed'; MindsDB: a partitioned background insert answering its query ID)"
-)
 
 
 def crm_demo() -> pd.DataFrame:
@@ -170,7 +164,6 @@ class TestKB:
 
     # ------------------------------------------------------------------------------------------------------
 
-    @pytest.mark.xfail(strict=True, reason=PARTITIONED)
     def test_base_syntax__ingestion(self) -> None:
         """Section "Test data ingestion"."""
         kb_name = self.kb_name

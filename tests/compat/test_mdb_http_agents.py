@@ -25,8 +25,6 @@ import pandas as pd
 from tests.compat.mdb import MindsDBEmbeddings, MindsDBLLM, postgres_tables
 from tests.compat.stubs import text
 
-ORIGIN = "MindsDB tests/unit/api/http/agents_test.py @v26.1.0"
-
 
 def create_demo_db(client: httpx.Client) -> None:
     """MindsDB's conftest.create_demo_db, with the demo tables in the embedded PostgreSQL."""

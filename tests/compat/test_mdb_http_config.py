@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import httpx
 
-ORIGIN = "MindsDB tests/unit/api/http/config_test.py @v26.1.0"
-
 
 def test_get_config_returns_knowledge_bases_storage(client: httpx.Client) -> None:
     """Origin: test_get_config_returns_knowledge_bases_storage (MindsDB @v26.1.0)."""

@@ -8,8 +8,6 @@ from http import HTTPStatus
 
 import httpx
 
-ORIGIN = "MindsDB tests/unit/api/http/databases_test.py @v26.1.0"
-
 
 def test_get_databases(client: httpx.Client) -> None:
     """Origin: test_get_databases (MindsDB @v26.1.0)."""

@@ -19,8 +19,6 @@ from http import HTTPStatus
 import httpx
 import pytest
 
-ORIGIN = "MindsDB tests/unit/api/http/files_test.py @v26.1.0"
-
 
 def test_get_files_list(client: httpx.Client) -> None:
     """Origin: test_get_files_list (MindsDB @v26.1.0)."""

@@ -14,8 +14,6 @@ import httpx
 
 from tests.compat.mdb import MindsDBEmbeddings
 
-ORIGIN = "MindsDB tests/unit/api/http/knowledge_bases_test.py @v26.1.0"
-
 
 def test_update_kb_embeddings(client: httpx.Client, mdb_embeddings: MindsDBEmbeddings) -> None:
     """Origin: test_update_kb_embeddings (MindsDB @v26.1.0). The embedding model is MindsDB's

@@ -7,8 +7,6 @@ from http import HTTPStatus
 
 import httpx
 
-ORIGIN = "MindsDB tests/unit/api/http/projects_test.py @v26.1.0"
-
 
 def test_get_projects(client: httpx.Client) -> None:
     """Origin: test_get_projects (MindsDB @v26.1.0)."""

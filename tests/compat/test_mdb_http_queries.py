@@ -9,8 +9,6 @@ from pathlib import Path
 
 import httpx
 
-ORIGIN = "MindsDB tests/unit/api/http/test_queries.py @v26.1.0"
-
 
 class TestParameters:
     def test_query_parameters(self, client: httpx.Client) -> None:

@@ -18,7 +18,6 @@ import pytest
 
 from tests.compat.mdb import df_json
 
-ORIGIN = "MindsDB tests/unit/api/http/test_sql_query.py @v26.1.0"
 QUERY = "SELECT * FROM files.sql_query_table"
 
 

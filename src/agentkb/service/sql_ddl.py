@@ -13,6 +13,7 @@ from mindsdb_sql_parser import ast
 
 from agentkb.errors import BadRequest, NotFound
 from agentkb.service.knowledge_bases import VECTOR_DATABASE
+from agentkb.service.sql_queries import kb_query_columns
 from agentkb.sql import catalog, names
 from agentkb.timestamps import optional_timestamp
 
@@ -95,7 +96,9 @@ async def _describe_kb(svc: SQLService, project: str, name: str) -> list[list[An
     for column in _JSON_COLUMNS:
         row[column] = None if row[column] is None else json.dumps(row[column])
     job = await svc.kb_admin.last_job(kb)
-    if job is not None:
+    if job is not None and job.sql is not None:  # a SQL INSERT: its information_schema.queries record
+        row.update(kb_query_columns(job))
+    elif job is not None:
         row.update(
             INSERT_STARTED_AT=optional_timestamp(job.started_at or job.created_at),
             INSERT_FINISHED_AT=optional_timestamp(job.finished_at),
