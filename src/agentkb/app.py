@@ -19,11 +19,13 @@ from agentkb.api import (
     files,
     jobs,
     knowledge_bases,
+    metrics,
     projects,
     sql,
     status,
 )
 from agentkb.api.auth import Authenticate, document_security, public_paths
+from agentkb.api.metrics import RequestMetrics
 from agentkb.api.middleware import RequestContext
 from agentkb.api.ratelimit import RateLimit
 from agentkb.runtime import open_runtime
@@ -54,7 +56,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.shutdown = Shutdown()  # begun by the server on SIGTERM (agentkb.cli.server)
     errors.install(app)
-    for module in (status, auth, projects, agents, completions, knowledge_bases, jobs, databases, sql, files):
+    for module in (
+        status,
+        metrics,
+        auth,
+        projects,
+        agents,
+        completions,
+        knowledge_bases,
+        jobs,
+        databases,
+        sql,
+        files,
+    ):
         app.include_router(module.router)
     document_security(app)
     # the last added runs first: request id and body limit, then authentication, then the rate limit
@@ -64,6 +78,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(
         RequestContext, max_body_bytes=settings.max_body_bytes, max_upload_bytes=settings.max_upload_bytes
     )
+    app.add_middleware(RequestMetrics, routes=app.router.routes)  # counts every answer, 401/413/429 too
     if settings.cors_origins:  # outermost: preflights are answered before anything else runs
         app.add_middleware(
             CORSMiddleware,

@@ -21,6 +21,7 @@ from agentkb.service.ingest import IngestService
 from agentkb.service.jobs import JobService
 from agentkb.service.knowledge_bases import KnowledgeBaseService
 from agentkb.service.lifecycle import Shutdown
+from agentkb.service.metrics import MetricsService
 from agentkb.service.projects import ProjectService
 from agentkb.service.search import SearchService
 from agentkb.service.sql import SQLService
@@ -46,6 +47,7 @@ class Services:
     auth: AuthService
     shutdown: Shutdown
     health: HealthService
+    metrics: MetricsService
 
     async def aclose(self) -> None:
         """Give back what the services hold (data-source engines, embedder and search HTTP clients)."""
@@ -106,4 +108,5 @@ def build_services(
         auth=AuthService(db, settings),
         shutdown=shutdown,
         health=HealthService(db, shutdown),
+        metrics=MetricsService(db),
     )
