@@ -96,3 +96,15 @@ def test_counters_move_with_real_work(client: httpx.Client, unique: str) -> None
     # the pool's gauges are read at scrape time
     assert value(after, "agentkb_db_pool_size") > 0
     assert value(after, "agentkb_db_pool_connections", state="idle") >= 1
+
+
+def test_worker_serves_its_metrics_on_a_port_of_its_own() -> None:
+    """`agentkb worker --metrics-port` (it has no API): the same registry on a plain HTTP port."""
+    from agentkb import metrics
+    from tests.conftest import free_port
+
+    port = free_port()
+    metrics.serve_http(port, addr="127.0.0.1")
+    r = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10)
+    assert r.status_code == 200
+    assert "agentkb_ingest_documents_total" in r.text

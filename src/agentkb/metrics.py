@@ -142,6 +142,13 @@ def registry() -> CollectorRegistry:
     return REGISTRY
 
 
+def serve_http(port: int, addr: str = "0.0.0.0") -> None:
+    """Serve `render()` on `port` from a daemon thread (`agentkb worker --metrics-port`, which has no API)."""
+    from prometheus_client import start_http_server
+
+    start_http_server(port, addr=addr, registry=registry())
+
+
 def render() -> bytes:
     """The text exposition format."""
     return generate_latest(registry())
