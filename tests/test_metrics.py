@@ -4,6 +4,11 @@ request, a 404 on an unknown route."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -108,3 +113,26 @@ def test_worker_serves_its_metrics_on_a_port_of_its_own() -> None:
     r = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10)
     assert r.status_code == 200
     assert "agentkb_ingest_documents_total" in r.text
+
+
+def test_multiprocess_mode_sums_the_processes(tmp_path: Path) -> None:
+    """With PROMETHEUS_MULTIPROC_DIR set before they start, processes share their values through that
+    directory and any one renders the sum (docs/operations.md#metrics)."""
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    count = (
+        "from agentkb import metrics; metrics.ingest_documents.inc(2); "
+        "metrics.http_requests.labels('GET', '/health', '200').inc(); metrics.jobs.labels('queued').set(5)"
+    )
+    for _ in range(2):
+        subprocess.run([sys.executable, "-c", count], env=env, check=True, timeout=120)
+    render = "import sys; from agentkb import metrics; sys.stdout.write(metrics.render().decode())"
+    out = subprocess.run(
+        [sys.executable, "-c", render], env=env, check=True, timeout=120, capture_output=True, text=True
+    ).stdout
+    samples: Samples = {}
+    for family in text_string_to_metric_families(out):
+        for sample in family.samples:
+            samples[(sample.name, frozenset(sample.labels.items()))] = sample.value
+    assert value(samples, "agentkb_ingest_documents_total") == 4
+    assert value(samples, "agentkb_http_requests_total", route="/health") == 2
+    assert value(samples, "agentkb_jobs", state="queued") == 5  # the most recent value, not a sum
