@@ -56,20 +56,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.shutdown = Shutdown()  # begun by the server on SIGTERM (agentkb.cli.server)
     errors.install(app)
-    for module in (
-        status,
-        metrics,
-        auth,
-        projects,
-        agents,
-        completions,
-        knowledge_bases,
-        jobs,
-        databases,
-        sql,
-        files,
-    ):
+    for module in (status, auth, projects, agents, completions, knowledge_bases, jobs, databases, sql, files):
         app.include_router(module.router)
+    app.include_router(metrics.router)
     document_security(app)
     # the last added runs first: request id and body limit, then authentication, then the rate limit
     if settings.rate_limit_per_min > 0:
