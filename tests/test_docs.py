@@ -23,6 +23,11 @@ def test_readme_opens_with_the_two_commands(repo_root: Path) -> None:
     assert blocks[1] == "pip install torch==2.13.0 -e '.[dev]' && python -m pytest"
     ci = (repo_root / ".ci" / "run").read_text().splitlines()
     install, run_tests = blocks[1].split(" && ")
-    # .ci/run runs the same two commands (in its own virtualenv, with the lint gates between them)
-    assert install in ci and any(line.startswith(run_tests) for line in ci), ci
-    assert ci.index(install) < next(i for i, line in enumerate(ci) if line.startswith(run_tests))
+    # .ci/run runs the same two commands (in its own virtualenv, with the lint gates between them); the
+    # install through .ci/install, the script the image (deploy/Dockerfile) runs too
+    script = (repo_root / ".ci" / "install").read_text()
+    pin = install.removeprefix("pip install torch==").split()[0]
+    assert f"TORCH_VERSION={pin}\n" in script and '"torch==$TORCH_VERSION" -e "${1:-.}"' in script
+    install_line = next(i for i, line in enumerate(ci) if line.startswith(".ci/install '.[dev]'"))
+    assert any(line.startswith(run_tests) for line in ci), ci
+    assert install_line < next(i for i, line in enumerate(ci) if line.startswith(run_tests))

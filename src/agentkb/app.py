@@ -21,11 +21,13 @@ from agentkb.api import (
     files,
     jobs,
     knowledge_bases,
+    metrics,
     projects,
     sql,
     status,
 )
 from agentkb.api.auth import Authenticate, document_security, public_paths
+from agentkb.api.metrics import RequestMetrics
 from agentkb.api.middleware import RequestContext
 from agentkb.api.ratelimit import RateLimit
 from agentkb.runtime import open_runtime
@@ -71,6 +73,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     ):
         app.include_router(module.router)
     app.include_router(evaluations.router)
+    app.include_router(metrics.router)
     document_security(app)
     # the last added runs first: request id and body limit, then authentication, then the rate limit
     if settings.rate_limit_per_min > 0:
@@ -79,6 +82,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(
         RequestContext, max_body_bytes=settings.max_body_bytes, max_upload_bytes=settings.max_upload_bytes
     )
+    app.add_middleware(RequestMetrics, routes=app.router.routes)  # counts every answer, 401/413/429 too
     if settings.cors_origins:  # outermost: preflights are answered before anything else runs
         app.add_middleware(
             CORSMiddleware,

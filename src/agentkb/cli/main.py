@@ -95,11 +95,24 @@ def migrate(
 @app.command()
 def worker(
     data_dir: Annotated[Path | None, typer.Option(help="Data directory (default ~/.agentkb).")] = None,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            envvar="AGENTKB_WORKER_METRICS_PORT",
+            help="Serve this worker's Prometheus metrics (ingest work, embedding calls, jobs) on this port, "
+            "all interfaces, without authentication.",
+        ),
+    ] = None,
 ) -> None:
     """Run an ingestion worker: take queued async inserts from the database and run them. Start any
     number, on any machine that reaches the same AGENTKB_DATABASE_URL (or the same data directory).
     SIGTERM/SIGINT hands the running job back to the queue and exits; a second one exits at once."""
     import asyncio
+
+    if metrics_port:
+        from agentkb.metrics import serve_http
+
+        serve_http(metrics_port)
 
     from agentkb.logs import configure
     from agentkb.runtime import run_worker

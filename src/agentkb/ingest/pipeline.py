@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from agentkb import metrics
 from agentkb.kb.chunking import Chunk, ChunkingConfig, chunk_document
 from agentkb.kb.documents import Document
 from agentkb.kb.embedders.base import Embedder
@@ -46,6 +47,16 @@ class IngestStats:
     @classmethod
     def from_counts(cls, counts: dict[str, object]) -> IngestStats:
         return cls(**{name: int(counts.get(name, 0) or 0) for name in cls.__slots__})  # type: ignore[call-overload]
+
+
+def _count(stats: IngestStats) -> None:
+    """One written batch's work in the process's metrics (agentkb.metrics)."""
+    metrics.ingest_documents.inc(stats.documents)
+    metrics.ingest_chunks_written.inc(stats.written)
+    metrics.ingest_chunks_unchanged.inc(stats.unchanged)
+    metrics.ingest_chunks_deleted.inc(stats.deleted)
+    metrics.ingest_embeddings.inc(stats.embedded)
+    metrics.ingest_vectors_reused.inc(stats.reused_vectors)
 
 
 @dataclass(slots=True)
@@ -165,6 +176,7 @@ class Ingestor:
         )
         plan.stats.written = len(plan.writes)
         self.stats.add(plan.stats)
+        _count(plan.stats)
         if self.on_batch is not None:
             await self.on_batch(self.stats)
 

@@ -23,6 +23,7 @@ from agentkb.service.jobs import JobService
 from agentkb.service.kb_admin import KnowledgeBaseAdmin
 from agentkb.service.knowledge_bases import KnowledgeBaseService
 from agentkb.service.lifecycle import Shutdown
+from agentkb.service.metrics import MetricsService
 from agentkb.service.projects import ProjectService
 from agentkb.service.query_sources import QuerySources
 from agentkb.service.search import SearchService
@@ -53,6 +54,7 @@ class Services:
     auth: AuthService
     shutdown: Shutdown
     health: HealthService
+    metrics: MetricsService
 
     async def aclose(self) -> None:
         """Give back what the services hold (data-source engines, embedder and search HTTP clients)."""
@@ -134,4 +136,5 @@ def build_services(
         auth=AuthService(db, settings),
         shutdown=shutdown,
         health=HealthService(db, shutdown),
+        metrics=MetricsService(db),
     )

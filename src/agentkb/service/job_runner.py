@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from agentkb import metrics
 from agentkb.errors import AgentKBError, Conflict
 from agentkb.ingest.request import JobCancelled, Progress
 from agentkb.secrecy import mask_text
@@ -97,3 +98,4 @@ class JobRunner:
         masked = mask_text(error) if error else error
         async with self.db.transaction() as conn:
             await jobs.finish(conn, job_id, state, progress.counts, _masked(progress.errors), masked)
+        metrics.jobs_finished.labels(state).inc()

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import httpx
 
+from agentkb import metrics
 from agentkb.errors import kb_not_found
 from agentkb.kb import rerank
 from agentkb.kb.embedders.registry import EmbedderRegistry
@@ -37,6 +38,14 @@ def options_from_query(query: KBQuery) -> SearchOptions:
     if query.reranking is not None:
         options = replace(options, rerank=query.reranking)
     return options
+
+
+def search_mode(kb: KnowledgeBaseRow, options: SearchOptions) -> str:
+    """The metrics' `mode` label: metadata (no query text), vector or hybrid, `+rerank` when reranked."""
+    if options.query is None:
+        return "metadata"
+    mode = "hybrid" if options.hybrid and options.alpha < 1.0 else "vector"
+    return f"{mode}+rerank" if options.rerank and kb.reranking_model else mode
 
 
 class SearchService:
@@ -77,6 +86,10 @@ class SearchService:
         return await self.search_kb(kb, options)
 
     async def search_kb(self, kb: KnowledgeBaseRow, options: SearchOptions) -> list[Hit]:
+        with metrics.timed(metrics.search_duration, None, search_mode(kb, options)):
+            return await self._search_kb(kb, options)
+
+    async def _search_kb(self, kb: KnowledgeBaseRow, options: SearchOptions) -> list[Hit]:
         check_storable(options.query, "query")  # the text reaches PostgreSQL: no NUL characters
         for f in options.filters:
             check_storable(f.key, "filters")

@@ -15,6 +15,7 @@ import httpx2
 from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
 
+from agentkb.agents.providers.metered import MeteredModel
 from agentkb.errors import BadRequest
 
 HTTPClient = httpx2.AsyncClient
@@ -82,7 +83,9 @@ def provider_name(model: dict[str, Any]) -> str:
 
 
 def build_model(context: ProviderContext) -> Model:
-    return PROVIDERS[provider_name(context.model)](context)
+    """The provider's model, its requests timed and counted by provider (agentkb.metrics)."""
+    name = provider_name(context.model)
+    return MeteredModel(PROVIDERS[name](context), name)
 
 
 _FLOAT_SETTINGS = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "timeout")

@@ -10,6 +10,7 @@ from typing import Any, Self
 import numpy as np
 import numpy.typing as npt
 
+from agentkb import metrics
 from agentkb.errors import BadRequest
 
 Vectors = npt.NDArray[np.float32]
@@ -80,10 +81,18 @@ class Embedder(ABC):
         if not batch:
             return np.zeros((0, await self.dimension()), dtype=np.float32)
         self.stats.record(len(batch))
-        vectors = await self._embed(batch)
+        provider = self.metrics_provider
+        metrics.embedding_texts.labels(provider).inc(len(batch))
+        with metrics.timed(metrics.embedding_requests, metrics.embedding_errors, provider):
+            vectors = await self._embed(batch)
         if vectors.shape[0] != len(batch):
             raise RuntimeError(f"{self.name}: {vectors.shape[0]} vectors for {len(batch)} texts")
         return vectors
+
+    @property
+    def metrics_provider(self) -> str:
+        """The metrics' `provider` label: the class name without "Embedder" (`local`, `openai`)."""
+        return type(self).__name__.removesuffix("Embedder").lower() or "embedder"
 
     async def embed_query(self, text: str) -> npt.NDArray[np.float32]:
         """The vector for one query text, shape (dim,)."""

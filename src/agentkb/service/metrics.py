@@ -1,0 +1,33 @@
+"""`GET /metrics`: refresh the gauges read at scrape time (jobs by state, the pool), then render."""
+
+from __future__ import annotations
+
+import logging
+
+from agentkb import metrics
+from agentkb.storage import metrics as store
+from agentkb.storage.db import Database
+
+log = logging.getLogger("agentkb.metrics")
+
+
+class MetricsService:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def exposition(self) -> bytes:
+        """The Prometheus text format. A database that does not answer leaves the job gauges as they
+        were (the scrape still succeeds: the request metrics matter most when PostgreSQL is down)."""
+        checked_out, idle, most = store.pool_use(self.db.engine)
+        metrics.db_pool_connections.labels("checked_out").set(checked_out)
+        metrics.db_pool_connections.labels("idle").set(idle)
+        metrics.db_pool_size.set(most)
+        try:
+            async with self.db.connect() as conn:
+                counts = await store.job_counts(conn)
+        except Exception as exc:  # a scrape must not fail because PostgreSQL is away
+            log.warning("metrics: could not count jobs: %s", exc)
+        else:
+            for state, n in counts.items():
+                metrics.jobs.labels(state).set(n)
+        return metrics.render()
