@@ -144,13 +144,15 @@ class Authenticate:
         self.public = public
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in self.public or not _routed(scope):
+        if scope["type"] != "http" or scope["path"] in self.public:
             await self.app(scope, receive, send)
             return
         auth = scope["app"].state.services.auth
         given = credential(_Headers(scope))
         found = await auth.authenticate(given) if given else None
-        if found is None and await auth.enabled():
+        # route matching (an unknown path answers its 404) only when the request would be refused: with auth
+        # off it costs nothing per request
+        if found is None and await auth.enabled() and _routed(scope):
             await unauthorized(INVALID if given else MISSING, invalid=given is not None)(scope, receive, send)
             return
         scope.setdefault("state", {})["principal"] = found
