@@ -163,6 +163,8 @@ class SQLService:
             return Result("table", columns, rows, db=db)
         if namespace.lower() == FILES:
             if needs_planner(select):
+                if len(parts) == 1:  # `USE files`: a bare name is a file; the planner wants it qualified
+                    select.from_table = ast.Identifier(parts=[FILES, parts[0]], alias=select.from_table.alias)
                 return await self.runner.result(select, db, params)
             return await self._file_select(select, name)
         if len(parts) == 1:  # a bare table in a data source's context: qualify it for the pushdown
