@@ -77,11 +77,6 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-def _name(identifier: ast.Identifier, db: str) -> tuple[str, str]:
-    """`[<project>.]<name>`, unquoted parts lower-cased (MindsDB's rule, `sql/names.py`)."""
-    return two_part(identifier, db)
-
-
 class SQLService:
     """`/api/sql/query`: one statement of MindsDB's SQL, executed over the other services."""
 
@@ -149,7 +144,7 @@ class SQLService:
         parts = [str(p) for p in select.from_table.parts]
         if parts[0].lower() == "information_schema" and len(parts) == 2:
             return await self._information_schema(select, parts[1].lower(), db)
-        namespace, name = _name(select.from_table, db) if len(parts) <= 2 else (parts[0], parts[1])
+        namespace, name = two_part(select.from_table, db) if len(parts) <= 2 else (parts[0], parts[1])
         if await self._is_project(namespace):
             project = namespace.lower()
             try:  # one lookup: a knowledge base, else an agent
@@ -310,7 +305,7 @@ class SQLService:
 
     # --- DDL ----------------------------------------------------------------------------------------
     async def _createknowledgebase(self, create: ast.CreateKnowledgeBase, db: str, params: Any) -> Result:
-        project, name = _name(create.name, db)
+        project, name = two_part(create.name, db)
         options = dict(create.params or {})
         storage = None
         if create.storage is not None:
@@ -334,7 +329,7 @@ class SQLService:
         return Result("ok", affected_rows=1)
 
     async def _dropknowledgebase(self, drop: ast.DropKnowledgeBase, db: str, params: Any) -> Result:
-        project, name = _name(drop.name, db)
+        project, name = two_part(drop.name, db)
         if drop.if_exists and not await self._kb_exists(project, name):
             return Result("ok", affected_rows=0)
         await self.knowledge_bases.delete(project, name)
@@ -375,7 +370,7 @@ class SQLService:
         return await self.inserts.insert(insert, db)
 
     async def _delete(self, delete: ast.Delete, db: str, params: Any) -> Result:
-        project, name = _name(delete.table, db)
+        project, name = two_part(delete.table, db)
         if not await self._kb_exists(project, name):
             raise BadRequest(f"DELETE is supported on knowledge bases only; {project}.{name} is not one")
         if delete.where is None:
