@@ -29,13 +29,14 @@ import re
 import threading
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import httpx
 import numpy as np
 import pandas as pd
 import psycopg
+import pytest
 
 from tests.compat.stubs import OpenAIStub, Reply, text
 
@@ -347,3 +348,30 @@ def agent_calls(stub: OpenAIStub) -> list[str]:
         calls.append("\n".join(_content(m) for m in new if m.get("role") != "assistant"))
         seen = len(messages)
     return calls
+
+
+class MindsDBTestBase:
+    """MindsDB's `BaseExecutorTest` over HTTP: a fresh server state, stubs and `run_sql`/`save_file` for each
+    test (the executor agent and knowledge-base tests both derive from it)."""
+
+    mdb: MindsDB
+    embeddings: MindsDBEmbeddings
+    llm: MindsDBLLM
+
+    @pytest.fixture(autouse=True)
+    def _fresh_mindsdb(
+        self, mdb: MindsDB, mdb_embeddings: MindsDBEmbeddings, llm: MindsDBLLM
+    ) -> Iterator[None]:
+        mdb.reset()
+        mdb_embeddings.reset()
+        mdb_embeddings.set_embedding()
+        llm.reset()
+        self.mdb, self.embeddings, self.llm = mdb, mdb_embeddings, llm
+        yield
+        llm.reset()
+
+    def run_sql(self, sql: str) -> pd.DataFrame | None:
+        return self.mdb.run_sql(sql)
+
+    def save_file(self, name: str, df: pd.DataFrame) -> None:
+        self.mdb.save_file(name, df)

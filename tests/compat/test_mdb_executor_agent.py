@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pandas as pd
 import pytest
 
-from tests.compat.mdb import MindsDB, MindsDBEmbeddings, MindsDBLLM, P, SQLError, agent_calls
+from tests.compat.mdb import MindsDB, MindsDBTestBase, P, SQLError, agent_calls
 from tests.compat.stubs import Reply, text, tool_call
 
 
@@ -45,29 +44,7 @@ def _action(name: str, action_input: str = "") -> Reply:
     return tool_call(name, action_input)
 
 
-class TestAgent:
-    mdb: MindsDB
-    embeddings: MindsDBEmbeddings
-    llm: MindsDBLLM
-
-    @pytest.fixture(autouse=True)
-    def _fresh_mindsdb(
-        self, mdb: MindsDB, mdb_embeddings: MindsDBEmbeddings, llm: MindsDBLLM
-    ) -> Iterator[None]:
-        mdb.reset()
-        mdb_embeddings.reset()
-        mdb_embeddings.set_embedding()
-        llm.reset()
-        self.mdb, self.embeddings, self.llm = mdb, mdb_embeddings, llm
-        yield
-        llm.reset()
-
-    def run_sql(self, sql: str) -> pd.DataFrame | None:
-        return self.mdb.run_sql(sql)
-
-    def save_file(self, name: str, df: pd.DataFrame) -> None:
-        self.mdb.save_file(name, df)
-
+class TestAgent(MindsDBTestBase):
     def set_openai_completion(self, response: str | Reply | list[str | Reply]) -> None:
         """MindsDB's `set_openai_completion(mock_openai, response)`: the replies in order, then the last
         one again for every further request."""

@@ -28,35 +28,13 @@ import httpx
 import pandas as pd
 import pytest
 
-from tests.compat.mdb import MindsDB, MindsDBEmbeddings, MindsDBLLM, P
+from tests.compat.mdb import MindsDB, MindsDBEmbeddings, MindsDBTestBase, P
 
 DESCRIBE = "DESCRIBE KNOWLEDGE_BASE is refused (Unsupported statement: Describe)"
 
 
-class BaseTestKB:
+class BaseTestKB(MindsDBTestBase):
     """MindsDB's BaseTestKB over HTTP: `run_sql`, `save_file`, `_create_kb`, `_get_ral_table`."""
-
-    mdb: MindsDB
-    embeddings: MindsDBEmbeddings
-    llm: MindsDBLLM
-
-    @pytest.fixture(autouse=True)
-    def _fresh_mindsdb(
-        self, mdb: MindsDB, mdb_embeddings: MindsDBEmbeddings, llm: MindsDBLLM
-    ) -> Iterator[None]:
-        mdb.reset()
-        mdb_embeddings.reset()
-        mdb_embeddings.set_embedding()
-        llm.reset()
-        self.mdb, self.embeddings, self.llm = mdb, mdb_embeddings, llm
-        yield
-        llm.reset()
-
-    def run_sql(self, sql: str) -> pd.DataFrame | None:
-        return self.mdb.run_sql(sql)
-
-    def save_file(self, name: str, df: pd.DataFrame) -> None:
-        self.mdb.save_file(name, df)
 
     def set_embedding(self, dimension: int | None = None, base: int | None = None) -> None:
         self.embeddings.set_embedding(dimension, base)

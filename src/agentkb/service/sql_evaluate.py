@@ -17,7 +17,8 @@ from agentkb.errors import AgentKBError, BadRequest
 from agentkb.ingest.files.parse import Tabular
 from agentkb.service.evaluate import evaluate_input
 from agentkb.service.files import check_file_name
-from agentkb.service.sql import Result, SQLService, _name, jsonable
+from agentkb.service.sql import Result, SQLService, jsonable
+from agentkb.sql.names import two_part
 
 if TYPE_CHECKING:
     from agentkb.service.files import FileService
@@ -41,7 +42,7 @@ def _plain(value: Any) -> Any:
 async def evaluate_statement(sql: SQLService, statement: ast.EvaluateKnowledgeBase, db: str) -> Result:
     if sql.evaluations is None:
         raise BadRequest("EVALUATE KNOWLEDGE_BASE is not available in this process")
-    project, name = _name(statement.name, db)
+    project, name = two_part(statement.name, db)
     params = {str(k).lower(): _plain(v) for k, v in (statement.params or {}).items()}
     outcome = await sql.evaluations.evaluate(project, name, evaluate_input(params), db=db)
     if outcome.answer is None:  # evaluate = false: MindsDB answers an empty table

@@ -23,6 +23,7 @@ from agentkb.errors import BadRequest, NotFound
 from agentkb.ingest.request import InsertInput
 from agentkb.service.query_sources import FILES
 from agentkb.service.sql_queries import SQLQueries, record_answer
+from agentkb.sql.names import two_part
 
 if TYPE_CHECKING:
     from agentkb.service.data_sources import DataSourceService
@@ -42,15 +43,6 @@ def _result(kind: str, *, affected_rows: int | None = None, db: str = "mindsdb")
     from agentkb.service.sql import Result  # sql.py dispatches here: imported late, not at module load
 
     return Result(kind, affected_rows=affected_rows, db=db)
-
-
-def _name(identifier: ast.Identifier, db: str) -> tuple[str, str]:
-    parts = [str(p) for p in identifier.parts]
-    if len(parts) == 1:
-        return db, parts[0]
-    if len(parts) == 2:
-        return parts[0], parts[1]
-    raise BadRequest(f"Expected <project>.<name>, got {identifier.to_string()}")
 
 
 def _plain(value: Any) -> Any:
@@ -138,7 +130,7 @@ class SQLInsert:
 
     # --- INSERT -------------------------------------------------------------------------------------------
     async def insert(self, insert: ast.Insert, db: str) -> Result:
-        project, name = _name(insert.table, db)
+        project, name = two_part(insert.table, db)
         try:
             kb = await self.knowledge_bases.get(project, name)
         except NotFound:
@@ -185,7 +177,7 @@ class SQLInsert:
     # --- DROP TABLE files.<name> ------------------------------------------------------------------------------
     async def drop_tables(self, drop: ast.DropTables, db: str) -> Result:
         for table in drop.tables:
-            database, name = _name(table, db)
+            database, name = two_part(table, db)
             if database.lower() != FILES:
                 hint = (
                     "use DROP KNOWLEDGE_BASE or DROP AGENT"
