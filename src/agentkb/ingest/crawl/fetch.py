@@ -5,18 +5,16 @@ requests, size and time limits, sitemaps."""
 from __future__ import annotations
 
 import asyncio
-import gzip
 import logging
-import zlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from types import TracebackType
 from urllib.parse import urlsplit
 
 import httpx
-from lxml import etree
 from protego import Protego
 
+from agentkb.ingest.crawl.content import gunzip, media_type, parse_sitemap, sniff
 from agentkb.ingest.crawl.extract import pdf_supported
 from agentkb.ingest.crawl.types import CrawlOptions, Skipped, Validators
 from agentkb.ingest.crawl.urls import (
@@ -104,29 +102,6 @@ class _Robots:
 def _origin(url: str) -> str:
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}"
-
-
-def _media_type(value: str | None) -> tuple[str, str | None]:
-    if not value:
-        return "", None
-    mime, _, params = value.partition(";")
-    charset = None
-    for param in params.split(";"):
-        key, _, val = param.partition("=")
-        if key.strip().lower() == "charset" and val.strip():
-            charset = val.strip().strip("\"'")
-    return mime.strip().lower(), charset
-
-
-def _sniff(body: bytes) -> str:
-    head = body[:1024].lstrip().lower()
-    if head.startswith(b"%pdf-"):
-        return "application/pdf"
-    if head.startswith(b"<?xml") and (b"<urlset" in head or b"<sitemapindex" in head):
-        return "application/xml"
-    if head.startswith(b"<") or b"<html" in head:
-        return "text/html"
-    return "text/plain"
 
 
 class Fetcher:
@@ -341,7 +316,7 @@ class Fetcher:
                 if target is None:
                     return Skipped(url, f"http {status}", "redirect without a usable http(s) Location")
                 return _Redirect(target)
-            mime, charset = _media_type(headers.get("content-type"))
+            mime, charset = media_type(headers.get("content-type"))
             etag, last_modified = headers.get("etag"), headers.get("last-modified")
             if status == 304 and sent is not None and (sent.etag or sent.last_modified):
                 return Fetched(
@@ -370,7 +345,7 @@ class Fetcher:
                 if len(body) > limit:
                     return Skipped(url, "too large", f"more than {limit} bytes")
             if not mime:
-                mime = _sniff(bytes(body))
+                mime = sniff(bytes(body))
                 if mime not in types:
                     return Skipped(url, "type", f"{mime} (sniffed)")
             return Fetched(current, status, mime, charset, bytes(body), etag, last_modified, sent)
@@ -399,8 +374,8 @@ class Fetcher:
                 continue
             body = result.body
             if body[:2] == b"\x1f\x8b":
-                body = _gunzip(body, self.options.max_page_bytes)
-            kind, locs = _parse_sitemap(body)
+                body = gunzip(body, self.options.max_page_bytes)
+            kind, locs = parse_sitemap(body)
             for loc in locs:
                 link = canonical_url(loc, sitemap)
                 if link is None:
@@ -410,24 +385,3 @@ class Fetcher:
                 elif len(found) < most:
                     found[link] = None
         return list(found)
-
-
-def _gunzip(data: bytes, limit: int) -> bytes:
-    try:
-        return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(data, limit)
-    except (zlib.error, gzip.BadGzipFile):
-        return b""
-
-
-def _parse_sitemap(body: bytes) -> tuple[str, list[str]]:
-    parser = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False, recover=True)
-    try:
-        root = etree.fromstring(body, parser=parser)
-    except etree.XMLSyntaxError:
-        root = None
-    if root is None:  # a plain-text sitemap: one URL a line
-        lines = body.decode("utf-8", errors="replace").splitlines()
-        return "urls", [line.strip() for line in lines if line.strip().startswith(("http://", "https://"))]
-    kind = "index" if etree.QName(root).localname == "sitemapindex" else "urls"
-    locs = [(el.text or "").strip() for el in root.iter("{*}loc")]
-    return kind, [loc for loc in locs if loc]
