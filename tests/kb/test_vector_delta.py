@@ -6,7 +6,6 @@ Real PostgreSQL + pgvector; the embedding server is the OpenAI-compatible stub."
 from __future__ import annotations
 
 import json
-
 from typing import Any
 
 import httpx
@@ -43,7 +42,9 @@ async def top(db: Database, table: str, query: np.ndarray) -> list[str]:
 
 async def exact(db: Database, table: str, query: np.ndarray) -> list[str]:
     async with db.connect() as conn:
-        stored = (await conn.execute(text(f"SELECT chunk_id, embedding::text AS embedding FROM {table}"))).all()
+        stored = (
+            await conn.execute(text(f"SELECT chunk_id, embedding::text AS embedding FROM {table}"))
+        ).all()
     ids = [r.chunk_id for r in stored]
     vectors = np.asarray([json.loads(r.embedding) for r in stored], dtype=np.float32)
     return [ids[i] for i in np.argsort(-(vectors @ query), kind="stable")[:10]]

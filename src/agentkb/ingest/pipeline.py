@@ -73,6 +73,7 @@ class _Plan:
     to_embed: list[Chunk] = field(default_factory=list)
     stats: IngestStats = field(default_factory=IngestStats)
     rewritten: list[str] = field(default_factory=list)  # documents this request already wrote once
+    shrunk: list[str] = field(default_factory=list)  # documents with stored chunks they no longer have
 
 
 def _same(stored: store.StoredChunk, chunk: Chunk) -> bool:
@@ -146,7 +147,8 @@ class Ingestor:
                             fresh.add(chunk.chunk_id)
         stats.chunks = len(keep)
         kept = set(keep)
-        stats.deleted = sum(1 for cid in stored if cid not in kept)
+        gone = [c for cid, c in stored.items() if cid not in kept]
+        stats.deleted = len(gone)
         vectors: dict[str, np.ndarray] = {}
         if not self.no_upsert:
             vectors = await store.embeddings_by_hash(
@@ -154,6 +156,7 @@ class Ingestor:
             )
         plan = _Plan(doc_ids, keep, writes, fresh, vectors, stats=stats)
         plan.rewritten = [d for d in doc_ids if d in self.seen]
+        plan.shrunk = sorted({c.doc_id for c in gone})
         pending: dict[str, Chunk] = {}
         for chunk in writes:
             if chunk.content_hash not in vectors:
@@ -180,7 +183,9 @@ class Ingestor:
 
     async def _write(self, plan: _Plan, embedded: dict[str, np.ndarray]) -> None:
         vectors = {**plan.vectors, **embedded}
-        replaced = plan.rewritten if self.no_upsert else plan.doc_ids
+        # the documents' locks are held since `_plan` read what they store: only those that lost chunks, and
+        # those this request wrote before (their earlier chunks may postdate that read), can hold others
+        replaced = sorted({*plan.rewritten, *plan.shrunk})
         if replaced:
             await store.delete_other_chunks(self.conn, self.table, replaced, plan.keep)
         rows = [
