@@ -56,7 +56,12 @@ def main(argv: list[str]) -> None:
                 "",
                 f"`python -m bench {name}{' --quick' if data.get('quick') else ''}` — "
                 f"{data.get('when', '')[:19]} UTC, {machine.get('cpu', '?')}, {machine.get('cpu_count', '?')} CPUs"
-                + (f", model {data['model']}" if data.get("model") else ""),
+                + (f", model {data['model']}" if data.get("model") else "")
+                + (
+                    f", load average before {data['load_average_before']}"
+                    if data.get("load_average_before")
+                    else ""
+                ),
                 "",
             ]
             out += _table(rows) if rows else ["(no table)"]
