@@ -101,9 +101,14 @@ class VectorIndexMerger:
                     return "none"
                 if delta >= self.rebuild_fraction * indexed:
                     await self._rebuild(conn, Target(table, dim, options))
-                    return "rebuilt"
-                await self._incremental(table, mark, delta)
-                return "merged"
+                    outcome = "rebuilt"
+                else:
+                    await self._incremental(table, mark, delta)
+                    outcome = "merged"
+                await conn.execute(
+                    text(f"ANALYZE {table}")
+                )  # `seq` statistics: searches scan the delta by index
+                return outcome
             finally:
                 await conn.execute(text("SELECT pg_advisory_unlock(:c, hashtext(:t))"), key)
 
