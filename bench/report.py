@@ -9,7 +9,19 @@ from typing import Any
 from bench.common import RESULTS
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
-ORDER = ("startup", "ingest", "search", "beir", "evaluate", "crawl", "files", "http", "agent", "peer")
+ORDER = (
+    "startup",
+    "ingest",
+    "writes",
+    "search",
+    "beir",
+    "evaluate",
+    "crawl",
+    "files",
+    "http",
+    "agent",
+    "peer",
+)
 
 
 def _table(rows: list[dict[str, Any]]) -> list[str]:
@@ -44,7 +56,12 @@ def main(argv: list[str]) -> None:
                 "",
                 f"`python -m bench {name}{' --quick' if data.get('quick') else ''}` — "
                 f"{data.get('when', '')[:19]} UTC, {machine.get('cpu', '?')}, {machine.get('cpu_count', '?')} CPUs"
-                + (f", model {data['model']}" if data.get("model") else ""),
+                + (f", model {data['model']}" if data.get("model") else "")
+                + (
+                    f", load average before {data['load_average_before']}"
+                    if data.get("load_average_before")
+                    else ""
+                ),
                 "",
             ]
             out += _table(rows) if rows else ["(no table)"]

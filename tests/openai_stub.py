@@ -14,7 +14,7 @@ arguments, the finish reason, then a usage chunk. Tool call ids are `call_<i>_<n
 Embeddings: the next response queued with `script_embeddings(...)` if any, else vectors: `embed(texts)`
 when an embedder is given, else `stub_vector(text, dim)` (deterministic, text-hash-seeded, not normalised;
 `dim` is the request's `dimensions` or the stub's). They are sent in reverse order — their `index` puts
-them back — unless `in_order=True`.
+them back — unless `in_order=True`; as base64 float32 when the request says `"encoding_format": "base64"`.
 
 Timing: `delay_s` before every answer; `hold()` makes every request wait (after it is recorded) until
 `release()`, so that work behind the stub cannot finish before a test has acted.
@@ -27,6 +27,7 @@ benchmarks, which send millions of texts); the counters `embedding_requests`, `t
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import re
 import socket
@@ -323,6 +324,8 @@ class OpenAIStub:
         self.embed_s += time.perf_counter() - started
         self.embedding_requests += 1
         self.texts += len(texts)
+        if body.get("encoding_format") == "base64":  # OpenAI's: little-endian float32, base64
+            vectors = [base64.b64encode(np.asarray(v, dtype="<f4").tobytes()).decode() for v in vectors]
         data = [{"object": "embedding", "index": i, "embedding": vectors[i]} for i in range(len(texts))]
         tokens = sum(len(t) // 4 for t in texts)
         await self._json(

@@ -183,6 +183,29 @@ async def test_openai_malformed_response_is_upstream_error(
         await openai_embedder.embed_query("hello")
 
 
+async def test_openai_asks_for_base64_and_reads_float_lists_too(
+    api: OpenAIStub, openai_embedder: OpenAIEmbedder
+) -> None:
+    vectors = await openai_embedder.embed_documents(["alpha", "beta"])
+    assert all(r.body["encoding_format"] == "base64" for r in api.requests)
+    for text, vector in zip(["alpha", "beta"], vectors, strict=True):
+        assert cosine(vector, np.asarray(stub_vector(text))) > 0.99999
+    floats = {"data": [{"index": 0, "embedding": stub_vector("gamma")}]}  # a server ignoring the field
+    api.script_embeddings(Scripted(200, floats))
+    assert cosine(await openai_embedder.embed_query("x"), np.asarray(stub_vector("gamma"))) > 0.99999
+
+
+async def test_openai_falls_back_to_floats_when_base64_is_refused(api: OpenAIStub) -> None:
+    embedder = OpenAIEmbedder("stub-embed", base_url=api.url, backoff=0.001)
+    api.script_embeddings(Scripted(400, {"error": {"message": "unknown field encoding_format"}}))
+    vector = await embedder.embed_query("hello")
+    assert cosine(vector, np.asarray(stub_vector("hello"))) > 0.99999
+    assert [r.body.get("encoding_format") for r in api.requests] == ["base64", None]
+    await embedder.embed_query("again")  # remembered: no second refusal
+    assert api.requests[-1].body.get("encoding_format") is None
+    await embedder.aclose()
+
+
 # --- registry ----------------------------------------------------------------------------------------
 
 

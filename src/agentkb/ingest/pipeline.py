@@ -2,7 +2,10 @@
 
 Per batch: chunk the documents, lock them (advisory locks, so concurrent inserts of one document
 serialise), diff against what is stored, reuse stored vectors of identical text (by content hash), embed
-only new text, then replace each document's chunks. Embedding of batch N overlaps the write of batch N-1.
+only new text, then replace each document's chunks: chunks whose ids are not stored go in with one binary
+`COPY`, the others are upserted. Embedding of batch N overlaps the write of batch N-1. Vectors whose size is
+not the table's (a size assumed from a model name that the provider does not keep) fail the insert with a
+502 naming both sizes, before anything of the batch is written.
 
 MindsDB's insert options (`INSERT ... USING`): `skip_existing` (`kb_skip_existing`) leaves documents whose id is
 already stored as they are, neither embedded nor written; `no_upsert` (`kb_no_upsert`, for a first load) reads
@@ -20,6 +23,7 @@ import numpy as np
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb import metrics
+from agentkb.errors import UpstreamError
 from agentkb.kb.chunking import Chunk, ChunkingConfig, chunk_document
 from agentkb.kb.documents import Document
 from agentkb.kb.embedders.base import Embedder
@@ -64,10 +68,12 @@ class _Plan:
     doc_ids: list[str]
     keep: list[str]  # every chunk id the documents now have
     writes: list[Chunk]  # chunks to insert or update
+    fresh: set[str]  # ids of `writes` that are not stored: copied in rather than upserted
     vectors: dict[str, np.ndarray]  # content hash -> stored vector (reused)
     to_embed: list[Chunk] = field(default_factory=list)
     stats: IngestStats = field(default_factory=IngestStats)
     rewritten: list[str] = field(default_factory=list)  # documents this request already wrote once
+    shrunk: list[str] = field(default_factory=list)  # documents with stored chunks they no longer have
 
 
 def _same(stored: store.StoredChunk, chunk: Chunk) -> bool:
@@ -92,7 +98,9 @@ class Ingestor:
         *,
         skip_existing: bool = False,
         no_upsert: bool = False,
+        dim: int | None = None,
     ) -> None:
+        """`dim`: the size of the table's vectors; embeddings of another size are refused."""
         self.conn = conn
         self.kb_id = kb_id
         self.table = table
@@ -104,6 +112,7 @@ class Ingestor:
         self.skip_existing = skip_existing
         self.no_upsert = no_upsert
         self.skipped = 0  # documents left as stored (`skip_existing`)
+        self.dim = dim
 
     async def _plan(self, documents: list[Document]) -> _Plan:
         updated_at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
@@ -123,6 +132,7 @@ class Ingestor:
         stats = IngestStats(documents=len(doc_ids))
         keep: list[str] = []
         writes: list[Chunk] = []
+        fresh: set[str] = set()
         for doc_id in doc_ids:
             rewrite = doc_id in self.seen
             for doc in by_doc[doc_id].values():
@@ -133,16 +143,20 @@ class Ingestor:
                         stats.unchanged += 1
                     else:
                         writes.append(chunk)
+                        if previous is None and not rewrite and not self.no_upsert:
+                            fresh.add(chunk.chunk_id)
         stats.chunks = len(keep)
         kept = set(keep)
-        stats.deleted = sum(1 for cid in stored if cid not in kept)
+        gone = [c for cid, c in stored.items() if cid not in kept]
+        stats.deleted = len(gone)
         vectors: dict[str, np.ndarray] = {}
         if not self.no_upsert:
             vectors = await store.embeddings_by_hash(
                 self.conn, self.table, sorted({c.content_hash for c in writes})
             )
-        plan = _Plan(doc_ids, keep, writes, vectors, stats=stats)
+        plan = _Plan(doc_ids, keep, writes, fresh, vectors, stats=stats)
         plan.rewritten = [d for d in doc_ids if d in self.seen]
+        plan.shrunk = sorted({c.doc_id for c in gone})
         pending: dict[str, Chunk] = {}
         for chunk in writes:
             if chunk.content_hash not in vectors:
@@ -157,23 +171,29 @@ class Ingestor:
         if not plan.to_embed:
             return {}
         vectors = await self.embedder.embed_documents([c.content for c in plan.to_embed])
+        if self.dim is not None and vectors.shape[1] != self.dim:
+            raise UpstreamError(
+                f"Embedding model {self.embedder.name!r} returned vectors of {vectors.shape[1]} dimensions, but "
+                f"this knowledge base stores vectors of {self.dim} dimensions (the size given or known for "
+                "the model). Nothing was inserted. Create the knowledge base with "
+                f"'embedding_model.dimensions': {vectors.shape[1]}, or use a model that returns {self.dim}.",
+                title="Embedding size mismatch",
+            )
         return {c.content_hash: vectors[i] for i, c in enumerate(plan.to_embed)}
 
     async def _write(self, plan: _Plan, embedded: dict[str, np.ndarray]) -> None:
         vectors = {**plan.vectors, **embedded}
-        replaced = plan.rewritten if self.no_upsert else plan.doc_ids
+        # the documents' locks are held since `_plan` read what they store: only those that lost chunks, and
+        # those this request wrote before (their earlier chunks may postdate that read), can hold others
+        replaced = sorted({*plan.rewritten, *plan.shrunk})
         if replaced:
             await store.delete_other_chunks(self.conn, self.table, replaced, plan.keep)
-        await store.upsert_chunks(
-            self.conn,
-            self.table,
-            [
-                ChunkWrite(
-                    c.chunk_id, c.doc_id, c.content, c.content_hash, c.metadata, vectors[c.content_hash]
-                )
-                for c in plan.writes
-            ],
-        )
+        rows = [
+            ChunkWrite(c.chunk_id, c.doc_id, c.content, c.content_hash, c.metadata, vectors[c.content_hash])
+            for c in plan.writes
+        ]
+        await store.copy_new_chunks(self.conn, self.table, [w for w in rows if w.chunk_id in plan.fresh])
+        await store.upsert_chunks(self.conn, self.table, [w for w in rows if w.chunk_id not in plan.fresh])
         plan.stats.written = len(plan.writes)
         self.stats.add(plan.stats)
         _count(plan.stats)

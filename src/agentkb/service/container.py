@@ -57,7 +57,9 @@ class Services:
     metrics: MetricsService
 
     async def aclose(self) -> None:
-        """Give back what the services hold (data-source engines, embedder and search HTTP clients)."""
+        """Give back what the services hold (data-source engines, embedder and search HTTP clients) and stop
+        vector-index merges (an interrupted one is redone later)."""
+        await self.ingest.merger.close()
         self.data_sources.close()
         await self.embedders.aclose()
         await self.search.aclose()

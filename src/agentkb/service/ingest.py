@@ -1,5 +1,7 @@
 """Inserting into a knowledge base (spec 4.5): settings from `params`, then rows → files → urls → query,
 all in one transaction: an insert is applied whole or not at all. Every insert is a job (`job_runner`).
+New chunks are written outside the HNSW index; after the insert commits, `vector_merge` merges them in the
+background once there are enough (`storage.vector_index`).
 
 An insert's `params` may set a new `embedding_model` / `reranking_model`: a secret sent as `******` keeps
 the knowledge base's stored one, and secrets are sealed before the job (and its request) is stored."""
@@ -31,7 +33,8 @@ from agentkb.secrecy import SecretBox, restore_masked
 from agentkb.service import kb_admin, projects
 from agentkb.service.ingest_partitions import PartitionSource, run_partitioned
 from agentkb.service.job_runner import JobRunner
-from agentkb.storage import chunks, jobs
+from agentkb.service.vector_merge import VectorIndexMerger
+from agentkb.storage import jobs
 from agentkb.storage import knowledge_bases as repo
 from agentkb.storage.db import Database
 from agentkb.storage.jobs import JobRow
@@ -57,6 +60,7 @@ class IngestService:
         self.box = box or SecretBox.from_environment()
         self.data_sources = data_sources
         self.runner = JobRunner(db, self._execute, heartbeat_s=heartbeat_s)
+        self.merger = VectorIndexMerger(db)  # the delta of new chunks into the HNSW index, in the background
         self.document_sources: dict[str, DocumentSource] = {}  # "files", "urls": registered by the app
         self.partition_source: PartitionSource | None = None  # partitioned SQL inserts: registered by the app
         self.queued = asyncio.Event()  # set when an async job is queued, to wake the in-process worker
@@ -153,11 +157,9 @@ class IngestService:
                 on_batch=lambda stats: self.runner.report(progress, stats.as_counts()),
                 skip_existing=bool(options.get("kb_skip_existing")),
                 no_upsert=bool(options.get("kb_no_upsert")),
+                dim=kb.vector_dim,
             )
             spec = column_spec(kb)
-            bulk = (await chunks.counts(conn, kb.storage_table))[1] == 0
-            if bulk:  # an empty KB: build its HNSW index once, after the load
-                await chunks.drop_vector_index(conn, kb.storage_table)
             if given.rows:
                 progress.add_items(len(given.rows))
                 await ingestor.run(row_batches(given.rows, spec))
@@ -169,11 +171,9 @@ class IngestService:
             progress.counts.update(ingestor.stats.as_counts())
             if ingestor.skipped:
                 progress.counts["skipped_existing"] = ingestor.skipped
-            if bulk:
-                await chunks.build_vector_index(
-                    conn, kb.storage_table, kb.vector_dim, kb.params.get("vector_index")
-                )
             await repo.update(conn, kb.id, {})
+        if ingestor.stats.written:  # the new chunks sit outside the HNSW index: merge when enough
+            self.merger.schedule(kb.storage_table, kb.vector_dim, kb.params.get("vector_index"))
 
     async def _apply_settings(
         self, conn: AsyncConnection, kb: KnowledgeBaseRow, given: InsertInput

@@ -91,6 +91,7 @@ async def run_partitioned(service: IngestService, job: JobRow, progress: Progres
                     chunking_config(kb.params),
                     skip_existing=bool(options.get("kb_skip_existing")),
                     no_upsert=bool(options.get("kb_no_upsert")),
+                    dim=kb.vector_dim,
                 )
                 await ingestor.run(_one(list(row_documents(rows, column_spec(kb), start_index=processed))))
                 if key is not None:
@@ -112,6 +113,8 @@ async def run_partitioned(service: IngestService, job: JobRow, progress: Progres
             processed += len(rows)
             progress.counts["processed_rows"] = processed
             continue
+        if ingestor.stats.written:
+            service.merger.schedule(kb.storage_table, kb.vector_dim, kb.params.get("vector_index"))
         totals = IngestStats.from_counts(counts)
         processed, skipped = counts["processed_rows"], counts["skipped_existing"]
         progress.counts.update(counts)

@@ -245,7 +245,9 @@ class KnowledgeBaseAdmin:
         options = index_options(given)
         async with self.db.transaction() as conn:
             kb = await self._locked(conn, project_name, kb_name)
-            await chunks.rebuild_vector_index(conn, kb.storage_table, kb.vector_dim, options)
+            await chunks.rebuild_vector_index(
+                conn, kb.storage_table, kb.vector_dim, options or kb.params.get("vector_index")
+            )
             if options is not None:
                 await repo.update(conn, kb.id, {"params": {**kb.params, "vector_index": options}})
 

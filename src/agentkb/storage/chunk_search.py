@@ -9,6 +9,7 @@ import numpy as np
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from agentkb.storage import vector_index
 from agentkb.storage.chunks import vector_expr
 
 MAX_EF_SEARCH = 1000  # pgvector's upper bound for hnsw.ef_search
@@ -37,10 +38,16 @@ async def vector_top_k(
     if where != "TRUE" or k > ef:  # keep scanning the graph until enough rows pass (pgvector ≥ 0.8)
         await conn.execute(text("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"))
     distance = f"{vector_expr(dim)} <=> {_query_vector(dim)}"
+    # the HNSW index holds the rows up to the watermark; the delta above it is scanned exactly (OFFSET 0
+    # keeps that scan off any index) — see storage.vector_index
+    mark = await vector_index.watermark(conn, table)
+    columns = f"chunk_id, doc_id, content, metadata, {distance} AS distance"
     rows = await conn.execute(
         text(
-            f"SELECT * FROM (SELECT chunk_id, doc_id, content, metadata, {distance} AS distance FROM {table} "
-            f"WHERE {where} ORDER BY {distance} LIMIT :k) hits ORDER BY distance"
+            f"SELECT * FROM ((SELECT {columns} FROM {table} WHERE seq <= {mark} AND ({where}) "
+            f"ORDER BY {distance} LIMIT :k) UNION ALL (SELECT * FROM (SELECT {columns} FROM {table} "
+            f"WHERE seq > {mark} AND ({where}) OFFSET 0) delta ORDER BY distance LIMIT :k)) hits "
+            "ORDER BY distance LIMIT :k"
         ),
         {**params, "qvec": query, "k": k},
     )

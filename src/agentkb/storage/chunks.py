@@ -1,4 +1,6 @@
-"""DDL of a knowledge base's chunk table: vectors (pgvector HNSW, cosine) and full text (tsvector, GIN)."""
+"""A knowledge base's chunk table: DDL (vectors: pgvector HNSW, cosine, see `vector_index`; full text:
+tsvector, GIN) and the write side. New chunks are written with binary `COPY` (pgvector's binary format);
+chunks that replace stored ones are upserted. Either lands above the HNSW index's watermark (`seq`)."""
 
 from __future__ import annotations
 
@@ -8,26 +10,21 @@ from typing import Any
 
 import numpy as np
 import orjson
+from psycopg.types.json import Jsonb
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-# pgvector indexes `vector` up to 2,000 dimensions and `halfvec` up to 4,000.
-MAX_VECTOR_INDEX_DIM = 2000
-MAX_DIM = 4000
-HNSW_OPTIONS = ("m", "ef_construction")
+from agentkb.storage import vector_index
+from agentkb.storage.vector_index import MAX_VECTOR_INDEX_DIM, distance_ops, vector_expr
+
+__all__ = ["MAX_VECTOR_INDEX_DIM", "distance_ops", "vector_expr"]
+MAX_DIM = 4000  # pgvector indexes `halfvec` up to 4,000 dimensions
+_COPY_COLUMNS = "chunk_id, doc_id, content, content_hash, metadata, embedding"
+_COPY_TYPES = ["text", "text", "text", "text", "jsonb", "vector"]
 
 
 def table_name(kb_id: int) -> str:
     return f"kb_chunks_{kb_id}"
-
-
-def vector_expr(dim: int) -> str:
-    """The indexed expression: the vector itself, or its half-precision cast above 2,000 dimensions."""
-    return "embedding" if dim <= MAX_VECTOR_INDEX_DIM else f"(embedding::halfvec({dim}))"
-
-
-def distance_ops(dim: int) -> str:
-    return "vector_cosine_ops" if dim <= MAX_VECTOR_INDEX_DIM else "halfvec_cosine_ops"
 
 
 async def create_chunk_table(conn: AsyncConnection, table: str, dim: int) -> None:
@@ -42,55 +39,32 @@ async def create_chunk_table(conn: AsyncConnection, table: str, dim: int) -> Non
             metadata jsonb NOT NULL DEFAULT '{{}}'::jsonb,
             embedding vector({dim}) NOT NULL,
             tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', content)) STORED,
-            updated_at timestamptz NOT NULL DEFAULT now()
+            updated_at timestamptz NOT NULL DEFAULT now(),
+            seq bigserial NOT NULL
         )""",
-        _hnsw_index_sql(table, dim),
+        vector_index.hnsw_sql(table, dim, 0),
+        f"CREATE INDEX {table}_seq ON {table} (seq)",
         f"CREATE INDEX {table}_tsv ON {table} USING gin (tsv)",
         f"CREATE INDEX {table}_doc ON {table} (doc_id)",
         f"CREATE INDEX {table}_hash ON {table} (content_hash)",
         f"CREATE INDEX {table}_meta ON {table} USING gin (metadata jsonb_path_ops)",
     ):
         await conn.execute(text(statement))
-
-
-def _hnsw_index_sql(table: str, dim: int, options: Mapping[str, int] | None = None) -> str:
-    """`options`: pgvector's HNSW build parameters `m` and `ef_construction` (pgvector's defaults if absent)."""
-    given = {k: int(v) for k, v in (options or {}).items() if k in HNSW_OPTIONS}
-    storage = f" WITH ({', '.join(f'{k} = {v}' for k, v in given.items())})" if given else ""
-    return (
-        f"CREATE INDEX {table}_hnsw ON {table} USING hnsw ({vector_expr(dim)} {distance_ops(dim)}){storage}"
-    )
-
-
-async def drop_vector_index(conn: AsyncConnection, table: str) -> None:
-    """For a bulk load into an empty table: building HNSW once at the end is several times faster than
-    growing it row by row. Transactional: a rollback brings the index back."""
-    await conn.execute(text(f"DROP INDEX IF EXISTS {table}_hnsw"))
-
-
-async def build_vector_index(
-    conn: AsyncConnection, table: str, dim: int, options: Mapping[str, int] | None = None
-) -> None:
-    await conn.execute(text("SET LOCAL maintenance_work_mem = '256MB'"))
-    await conn.execute(text(_hnsw_index_sql(table, dim, options)))
+    await vector_index.forget_table(conn, table)
 
 
 async def rebuild_vector_index(
     conn: AsyncConnection, table: str, dim: int, options: Mapping[str, int] | None
 ) -> None:
-    """`CREATE INDEX ON KNOWLEDGE_BASE`: REINDEX the HNSW index as it is (`options` None), or build it again
-    with new parameters, in the caller's transaction. The table's searches and writes wait meanwhile."""
-    exists = await conn.scalar(text("SELECT to_regclass(:name) IS NOT NULL"), {"name": f"{table}_hnsw"})
-    if options is None and exists:
-        await conn.execute(text("SET LOCAL maintenance_work_mem = '256MB'"))
-        await conn.execute(text(f"REINDEX INDEX {table}_hnsw"))
-        return
-    await drop_vector_index(conn, table)
-    await build_vector_index(conn, table, dim, options)
+    """`CREATE INDEX ON KNOWLEDGE_BASE`: build the HNSW index again over every row (delta included), with
+    new parameters when `options` are given, in the caller's transaction. The table's searches and writes
+    wait meanwhile."""
+    await vector_index.rebuild(conn, table, dim, options)
 
 
 async def drop_chunk_table(conn: AsyncConnection, table: str) -> None:
     await conn.execute(text(f"DROP TABLE IF EXISTS {table}"))
+    await vector_index.forget_table(conn, table)
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +149,36 @@ async def delete_chunks(conn: AsyncConnection, table: str, chunk_ids: list[str])
         await conn.execute(text(f"DELETE FROM {table} WHERE chunk_id = ANY(:ids)"), {"ids": chunk_ids})
 
 
+def _jsonb_dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+async def copy_new_chunks(conn: AsyncConnection, table: str, writes: list[ChunkWrite]) -> None:
+    """Chunks whose ids are not stored (the caller holds their documents' locks): one binary `COPY`."""
+    if not writes:
+        return
+    raw = (await conn.get_raw_connection()).driver_connection
+    assert raw is not None  # a checked-out connection
+    async with (
+        raw.cursor() as cursor,
+        cursor.copy(f"COPY {table} ({_COPY_COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy,
+    ):
+        copy.set_types(_COPY_TYPES)
+        for w in writes:
+            await copy.write_row(
+                (
+                    w.chunk_id,
+                    w.doc_id,
+                    w.content,
+                    w.content_hash,
+                    Jsonb(w.metadata, _jsonb_dumps),
+                    w.embedding,
+                )
+            )
+
+
 async def upsert_chunks(conn: AsyncConnection, table: str, writes: list[ChunkWrite]) -> None:
+    """Insert or replace chunks by id; a replaced one takes a new `seq` (it leaves the HNSW index)."""
     if not writes:
         return
     await conn.execute(
@@ -184,7 +187,7 @@ async def upsert_chunks(conn: AsyncConnection, table: str, writes: list[ChunkWri
             "VALUES (:chunk_id, :doc_id, :content, :content_hash, CAST(:metadata AS jsonb), :embedding, now()) "
             "ON CONFLICT (chunk_id) DO UPDATE SET doc_id = EXCLUDED.doc_id, content = EXCLUDED.content, "
             "content_hash = EXCLUDED.content_hash, metadata = EXCLUDED.metadata, "
-            "embedding = EXCLUDED.embedding, updated_at = now()"
+            "embedding = EXCLUDED.embedding, updated_at = now(), seq = EXCLUDED.seq"
         ),
         [
             {

@@ -63,3 +63,10 @@ knowledge_bases = Table(
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     UniqueConstraint("project_id", "name", name="knowledge_bases_project_name_key"),
 )
+
+chunk_vector_indexes = Table(  # per chunk table: rows with seq <= indexed_seq are in its HNSW index
+    "chunk_vector_indexes",
+    metadata,
+    Column("storage_table", Text, primary_key=True),
+    Column("indexed_seq", BigInteger, nullable=False, server_default="0"),
+)

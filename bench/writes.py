@@ -1,0 +1,157 @@
+"""The write path with the instant stub embedder: insert speed, re-insert speed, and memory over a long insert.
+
+(1) insert `--rows` rows (default 2,000, ~500 characters each, as `bench peer`) into a new knowledge base in
+    PUTs of `--batch` (1,000): rows/s, and CPU seconds of the server's Python and of its PostgreSQL;
+(2) re-insert the same rows unchanged (nothing embedded, nothing rewritten): rows/s and CPU;
+(3) a long insert of `--long-rows` rows (default 100,000; --quick 20,000) in PUTs of `--batch`, the rows
+    generated as they are sent, while the server's and PostgreSQL's resident memory (RSS, summed) is sampled
+    every 0.2 s: peak RSS after 10 %, 50 % and 100 % of the rows. Bounded memory means the peak stops
+    growing with the rows inserted.
+
+Each PUT is one transaction; its chunks land outside the HNSW index (merged in the background), so (3)
+also shows what merges cost in memory while inserts go on.
+
+    python -m bench writes [--rows 2000] [--batch 1000] [--long-rows 100000] [--quick] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import os
+import threading
+import time
+from typing import Any
+
+import httpx
+import psutil
+
+from bench.common import CACHE, TextGenerator, print_table, rate, write_result
+from bench.ingest import create_kb, insert, make_rows
+from bench.server import Server, agentkb_server, cpu_delta, cpu_seconds, py_spy
+from bench.stubs import bench_stub
+
+SEED = 41
+
+
+def rss_mb(server: Server) -> float:
+    """Resident memory of the server process and of its PostgreSQL processes, in MB."""
+    total = 0
+    marker = str(server.data_dir / "pg")
+    processes = [psutil.Process(server.pid)]
+    for p in psutil.process_iter(attrs=("name", "cmdline")):
+        if p.info["name"] == "postgres" and marker in " ".join(p.info["cmdline"] or []):
+            processes += [p, *p.children(recursive=True)]
+    for p in {p.pid: p for p in processes}.values():
+        with contextlib.suppress(psutil.Error):
+            total += p.memory_info().rss
+    return round(total / 2**20, 1)
+
+
+class Sampler:
+    """The peak of `rss_mb(server)`, sampled in a thread every 0.2 s."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.peak = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            self.peak = max(self.peak, rss_mb(self.server))
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench writes", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=2000)
+    parser.add_argument("--batch", type=int, default=1000, help="rows per PUT")
+    parser.add_argument(
+        "--long-rows", type=int, help="rows of the memory run (default 100,000; --quick 20,000)"
+    )
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--profile", action="store_true", help="py-spy the server into bench/.cache/profiles/"
+    )
+    args = parser.parse_args(argv)
+    long_n = args.long_rows or (20_000 if args.quick else 100_000)
+    load_before = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    profiles = CACHE / "profiles" if args.profile else None
+    rows = make_rows(TextGenerator(seed=SEED).texts(args.rows))
+    out: dict[str, Any] = {}
+    table: list[dict[str, Any]] = []
+    with bench_stub() as stub, agentkb_server() as base, httpx.Client(timeout=1800) as client:
+        kbs = base.kbs
+        create_kb(client, kbs, "warm", stub.embedding_model())
+        insert(client, kbs, "warm", rows[:8], args.batch)
+        create_kb(client, kbs, "writes", stub.embedding_model())
+        for phase in ("insert", "reinsert"):
+            cpu = cpu_seconds(base)
+            with py_spy(base.pid, profiles and profiles / f"writes-{phase}-{stamp}.txt"):
+                seconds, counts = insert(client, kbs, "writes", rows, args.batch)
+            used = cpu_delta(cpu, cpu_seconds(base))
+            out[phase] = {"rows": args.rows, "seconds": round(seconds, 3), "counts": counts, **used}
+            table.append(
+                {
+                    "phase": f"({'1' if phase == 'insert' else '2'}) {phase}, PUTs of {args.batch:,}",
+                    "rows": f"{args.rows:,}",
+                    "wall_s": round(seconds, 3),
+                    "rows_per_s": rate(args.rows, seconds),
+                    "cpu_s": f"{used['server_python_cpu_s']} + pg {used['postgres_cpu_s']}",
+                    "server counts": ", ".join(f"{k}={v}" for k, v in counts.items() if v),
+                }
+            )
+            print(f"{table[-1]['phase']}: {seconds:.2f}s, {used}", flush=True)
+
+        create_kb(client, kbs, "long", stub.embedding_model())
+        peaks: list[tuple[int, float]] = []
+        started = time.perf_counter()
+        cpu = cpu_seconds(base)
+        with Sampler(base) as sampler:
+            done = 0
+            marks = {max(long_n // 10, 1), max(long_n // 2, 1), long_n}
+            while done < long_n:
+                n = min(args.batch, long_n - done)
+                texts = TextGenerator(seed=SEED + 1 + done // args.batch).texts(n)  # new text every batch
+                batch = [{**r, "id": done + i} for i, r in enumerate(make_rows(texts))]
+                insert(client, kbs, "long", batch, args.batch)
+                done += n
+                if any(done >= m > done - n for m in marks):
+                    peaks.append((done, sampler.peak))
+                    print(f"  {done:,} rows: peak RSS {sampler.peak} MB", flush=True)
+        seconds = time.perf_counter() - started
+        used = cpu_delta(cpu, cpu_seconds(base))
+        out["long"] = {"rows": long_n, "seconds": round(seconds, 3), "peak_rss_mb": peaks, **used}
+        table.append(
+            {
+                "phase": f"(3) long insert, PUTs of {args.batch:,}",
+                "rows": f"{long_n:,}",
+                "wall_s": round(seconds, 1),
+                "rows_per_s": rate(long_n, seconds),
+                "cpu_s": f"{used['server_python_cpu_s']} + pg {used['postgres_cpu_s']}",
+                "server counts": "peak RSS (server + PostgreSQL): "
+                + ", ".join(f"{mb} MB at {n:,}" for n, mb in peaks),
+            }
+        )
+    print_table("writes: stub embedder", table)
+    print(f"\nmachine: {os.cpu_count()} CPUs (load average before the run: {load_before})")
+    write_result(
+        "writes",
+        {
+            "quick": args.quick,
+            "load_average_before": load_before,
+            "batch": args.batch,
+            "results": out,
+            "table": table,
+        },
+    )

@@ -1,0 +1,152 @@
+"""Background merges of a chunk table's delta (rows written since the HNSW index was built) into the index.
+
+An insert writes its chunks outside the HNSW index (`storage.vector_index`), then asks for a merge
+(`schedule`): one task per table at a time; a request while one runs makes it look again when done. A merge
+happens once the delta holds `min_rows` rows: a concurrent rebuild of the whole index when the delta is at
+least `rebuild_fraction` of the indexed rows (building is many times cheaper per row than growing the graph
+row by row), else an incremental merge in transactions of `batch` rows. Merges of one table are serialised
+across processes by an advisory lock; a failed one is logged and leaves the table searchable (the delta is
+scanned exactly), and the next insert asks again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from agentkb.storage import vector_index as vi
+from agentkb.storage.db import Database
+
+log = logging.getLogger("agentkb.ingest")
+LOCK_CLASS = 7_340_033  # advisory lock namespace of merges (key 2: hashtext of the table)
+DELTA_ROWS = 4096  # an exact scan of this many vectors costs a few milliseconds per search
+REBUILD_FRACTION = 0.2
+BATCH = 500
+SWAP_ATTEMPTS = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    table: str
+    dim: int
+    options: Mapping[str, int] | None
+
+
+class VectorIndexMerger:
+    def __init__(
+        self,
+        db: Database,
+        *,
+        min_rows: int = DELTA_ROWS,
+        rebuild_fraction: float = REBUILD_FRACTION,
+        batch: int = BATCH,
+    ) -> None:
+        self.db = db
+        self.min_rows = min_rows
+        self.rebuild_fraction = rebuild_fraction
+        self.batch = batch
+        self.tasks: dict[str, asyncio.Task[None]] = {}
+        self._again: set[str] = set()
+
+    def schedule(self, table: str, dim: int, options: Mapping[str, int] | None) -> None:
+        """Merge `table`'s delta in the background if it is large enough (no wait)."""
+        running = self.tasks.get(table)
+        if running is not None and not running.done():
+            self._again.add(table)
+            return
+        self.tasks[table] = asyncio.create_task(self._loop(Target(table, dim, options)))
+
+    async def _loop(self, target: Target) -> None:
+        while True:
+            self._again.discard(target.table)
+            try:
+                await self.merge(target.table, target.dim, target.options)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("merging the vector index of %s failed", target.table)
+            if target.table not in self._again:
+                return
+
+    async def wait(self) -> None:
+        """Until every scheduled merge is done (tests, shutdown)."""
+        while pending := [t for t in self.tasks.values() if not t.done()]:
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    async def close(self) -> None:
+        for task in self.tasks.values():
+            task.cancel()
+        await asyncio.gather(*self.tasks.values(), return_exceptions=True)
+
+    async def merge(self, table: str, dim: int, options: Mapping[str, int] | None) -> str:
+        """One merge now, if due: "rebuilt", "merged", "none" (delta below `min_rows`) or "busy"."""
+        async with self.db.engine.connect() as plain:
+            conn = await plain.execution_options(isolation_level="AUTOCOMMIT")
+            key = {"c": LOCK_CLASS, "t": table}
+            if not await conn.scalar(text("SELECT pg_try_advisory_lock(:c, hashtext(:t))"), key):
+                return "busy"
+            try:
+                if await conn.scalar(text("SELECT to_regclass(:t) IS NULL"), {"t": table}):
+                    return "none"  # dropped meanwhile
+                vi.forget(table)
+                mark = await vi.watermark(conn, table)
+                delta, indexed = await vi.sizes(conn, table, mark)
+                if delta < self.min_rows:
+                    return "none"
+                if delta >= self.rebuild_fraction * indexed:
+                    await self._rebuild(conn, Target(table, dim, options))
+                    outcome = "rebuilt"
+                else:
+                    await self._incremental(table, mark, delta)
+                    outcome = "merged"
+                await conn.execute(
+                    text(f"ANALYZE {table}")
+                )  # `seq` statistics: searches scan the delta by index
+                return outcome
+            finally:
+                await conn.execute(text("SELECT pg_advisory_unlock(:c, hashtext(:t))"), key)
+
+    async def _rebuild(self, conn: AsyncConnection, target: Target) -> None:
+        table = target.table
+        fresh = f"{vi.index_name(table)}_new"
+        await conn.execute(text(f"DROP INDEX CONCURRENTLY IF EXISTS {fresh}"))  # a failed build's leftover
+        mark = int(await conn.scalar(text(f"SELECT coalesce(max(seq), 0) FROM {table}")) or 0)
+        await conn.execute(text("SET maintenance_work_mem = '256MB'"))
+        try:
+            await conn.execute(
+                text(vi.hnsw_sql(table, target.dim, mark, target.options, name=fresh, concurrently=True))
+            )
+        finally:
+            await conn.execute(text("RESET maintenance_work_mem"))
+        for attempt in range(SWAP_ATTEMPTS):
+            try:
+                async with self.db.transaction() as tx:
+                    await tx.execute(text("SET LOCAL lock_timeout = '2s'"))
+                    for name in await vi.vector_indexes(tx, table):
+                        if name != fresh:
+                            await tx.execute(text(f"DROP INDEX {name}"))
+                    await tx.execute(text(f"ALTER INDEX {fresh} RENAME TO {vi.index_name(table)}"))
+                    await vi.set_watermark(tx, table, mark)
+                log.info("vector index of %s rebuilt up to seq %d", table, mark)
+                return
+            except DBAPIError as exc:
+                if "lock timeout" not in str(exc) or attempt == SWAP_ATTEMPTS - 1:
+                    await conn.execute(text(f"DROP INDEX CONCURRENTLY IF EXISTS {fresh}"))
+                    raise
+                await asyncio.sleep(1.0)
+
+    async def _incremental(self, table: str, mark: int, delta: int) -> None:
+        done = 0
+        while done < delta:
+            async with self.db.transaction() as tx:
+                merged = await vi.merge_some(tx, table, mark, self.batch)
+            if merged == 0:
+                break
+            done += merged
+        log.info("vector index of %s: %d delta rows merged", table, done)

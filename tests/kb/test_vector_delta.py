@@ -1,0 +1,138 @@
+"""Bulk vector writes (`storage.vector_index`, `service.vector_merge`): new chunks land outside the HNSW index,
+searches scan that delta exactly, merges (rebuild or incremental) move it under the index without changing
+what a search finds; and vectors of the wrong size are a clear 502 with nothing written.
+Real PostgreSQL + pgvector; the embedding server is the OpenAI-compatible stub."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import numpy as np
+from sqlalchemy import text
+
+from agentkb.service.vector_merge import VectorIndexMerger
+from agentkb.storage import chunk_search, chunks, vector_index
+from agentkb.storage.chunks import ChunkWrite
+from agentkb.storage.db import Database
+from tests.helpers import assert_problem
+from tests.openai_stub import OpenAIStub
+
+P = "/api/projects/mindsdb"
+DIM = 16
+
+
+def unit(rng: np.random.Generator, n: int) -> np.ndarray:
+    v = rng.standard_normal((n, DIM)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def rows(vectors: np.ndarray, start: int) -> list[ChunkWrite]:
+    return [
+        ChunkWrite(f"d{start + i}:c:1of1", f"d{start + i}", f"text {start + i}", f"h{start + i}", {"n": i}, v)
+        for i, v in enumerate(vectors)
+    ]
+
+
+async def top(db: Database, table: str, query: np.ndarray) -> list[str]:
+    async with db.connect() as conn:
+        return [r.chunk_id for r in await chunk_search.vector_top_k(conn, table, DIM, query, 10, "TRUE", {})]
+
+
+async def exact(db: Database, table: str, query: np.ndarray) -> list[str]:
+    async with db.connect() as conn:
+        stored = (
+            await conn.execute(text(f"SELECT chunk_id, embedding::text AS embedding FROM {table}"))
+        ).all()
+    ids = [r.chunk_id for r in stored]
+    vectors = np.asarray([json.loads(r.embedding) for r in stored], dtype=np.float32)
+    return [ids[i] for i in np.argsort(-(vectors @ query), kind="stable")[:10]]
+
+
+async def state(db: Database, table: str) -> tuple[int, list[str], int]:
+    """(watermark, HNSW indexes, rows in the delta)."""
+    vector_index.forget(table)
+    async with db.connect() as conn:
+        mark = await vector_index.watermark(conn, table)
+        delta, _ = await vector_index.sizes(conn, table, mark)
+        return mark, await vector_index.vector_indexes(conn, table), delta
+
+
+async def test_delta_is_searched_exactly_and_merges_keep_results(
+    served: Any, pg_url: str, unique: str
+) -> None:
+    db = Database(pg_url, pool_size=2)
+    table = f"kb_chunks_delta_{unique}"
+    rng = np.random.default_rng(11)
+    queries = unit(rng, 6)
+    try:
+        async with db.transaction() as conn:
+            await chunks.create_chunk_table(conn, table, DIM)
+            await chunks.copy_new_chunks(conn, table, rows(unit(rng, 300), 0))
+        assert await state(db, table) == (0, [f"{table}_hnsw"], 300)  # all in the delta, none indexed
+        for q in queries:  # the delta is scanned exactly
+            assert await top(db, table, q) == await exact(db, table, q)
+
+        merger = VectorIndexMerger(db, min_rows=100)
+        assert await merger.merge(table, DIM, {"m": 8, "ef_construction": 40}) == "rebuilt"
+        assert await state(db, table) == (300, [f"{table}_hnsw"], 0)
+        async with db.connect() as conn:
+            definition = await conn.scalar(
+                text("SELECT indexdef FROM pg_indexes WHERE indexname = :n"), {"n": f"{table}_hnsw"}
+            )
+        assert "WHERE (seq <= 300)" in definition and "m='8'" in definition
+        for q in queries:  # 300 vectors, ef_search 100: the graph finds the same top 10
+            assert await top(db, table, q) == await exact(db, table, q)
+
+        async with db.transaction() as conn:  # 40 new chunks and 20 replaced ones: a delta of 60
+            await chunks.copy_new_chunks(conn, table, rows(unit(rng, 40), 300))
+            await chunks.upsert_chunks(conn, table, rows(unit(rng, 20), 0))
+        assert (await state(db, table))[2] == 60
+        for q in queries:
+            assert await top(db, table, q) == await exact(db, table, q)
+        assert await VectorIndexMerger(db, min_rows=100).merge(table, DIM, None) == "none"  # small delta
+        incremental = VectorIndexMerger(db, min_rows=50, rebuild_fraction=1.0, batch=25)
+        assert await incremental.merge(table, DIM, None) == "merged"
+        assert await state(db, table) == (300, [f"{table}_hnsw"], 0)
+        for q in queries:
+            assert await top(db, table, q) == await exact(db, table, q)
+
+        async with db.transaction() as conn:  # CREATE INDEX ON KNOWLEDGE_BASE: every row under a new index
+            await chunks.copy_new_chunks(conn, table, rows(unit(rng, 5), 400))
+            await chunks.rebuild_vector_index(conn, table, DIM, None)
+        mark, indexes, delta = await state(db, table)
+        assert (indexes, delta) == ([f"{table}_hnsw"], 0) and mark > 300
+    finally:
+        async with db.transaction() as conn:
+            await chunks.drop_chunk_table(conn, table)
+        await db.close()
+
+
+def test_vectors_of_another_size_than_assumed_are_a_502_naming_both(
+    client: httpx.Client, unique: str
+) -> None:
+    """A KB of `text-embedding-3-small` (1,536 dimensions, known by name) on a server returning 384."""
+    with OpenAIStub(dim=384) as server:
+        kb = f"dims_{unique}"
+        model = {"provider": "openai", "model_name": "text-embedding-3-small", "base_url": server.url}
+        r = client.post(
+            f"{P}/knowledge_bases", json={"knowledge_base": {"name": kb, "embedding_model": model}}
+        )
+        assert r.status_code == 201, r.text
+        many = [{"id": i, "content": f"document number {i}"} for i in range(300)]  # more than one batch
+        problem = assert_problem(
+            client.put(f"{P}/knowledge_bases/{kb}", json={"knowledge_base": {"rows": many}}), 502
+        )
+        assert "384" in problem["detail"] and "1536" in problem["detail"], problem
+        assert problem["title"] == "Embedding size mismatch"
+        body = client.get(f"{P}/knowledge_bases/{kb}").json()
+        assert (body["document_count"], body["chunk_count"]) == (0, 0)
+        with_size = {**model, "dimensions": 384}  # the fix the message names
+        r = client.post(
+            f"{P}/knowledge_bases",
+            json={"knowledge_base": {"name": f"{kb}_ok", "embedding_model": with_size}},
+        )
+        assert r.status_code == 201, r.text
+        r = client.put(f"{P}/knowledge_bases/{kb}_ok", json={"knowledge_base": {"rows": many[:3]}})
+        assert r.status_code == 200, r.text
