@@ -107,9 +107,13 @@ def bearer(token: str) -> dict[str, str]:
 
 def assert_unauthorized(response: httpx.Response, what: str) -> None:
     assert response.status_code == 401, f"{what}: {response.status_code} {response.text[:200]}"
-    assert response.headers["content-type"].startswith("application/problem+json"), what
     assert response.headers["www-authenticate"].startswith("Bearer"), what
     body = response.json()
+    if response.request.url.path.startswith("/v1/"):  # the OpenAI-compatible routes answer as OpenAI does
+        assert response.headers["content-type"] == "application/json", what
+        assert body["error"]["code"] == "invalid_api_key" and body["error"]["message"], what
+        return
+    assert response.headers["content-type"].startswith("application/problem+json"), what
     assert body["title"] == "Unauthorized" and body["detail"], what
 
 

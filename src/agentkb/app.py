@@ -22,11 +22,13 @@ from agentkb.api import (
     jobs,
     knowledge_bases,
     metrics,
+    openai_compat,
     projects,
     sql,
     status,
 )
 from agentkb.api.auth import Authenticate, document_security, public_paths
+from agentkb.api.mcp import MCPDoor
 from agentkb.api.metrics import RequestMetrics
 from agentkb.api.middleware import RequestContext
 from agentkb.api.ratelimit import RateLimit
@@ -41,7 +43,11 @@ log = logging.getLogger("agentkb")
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
     shutdown: Shutdown = app.state.shutdown
-    async with open_runtime(settings, run_worker=settings.worker_enabled, shutdown=shutdown) as services:
+    door: MCPDoor = app.state.mcp
+    async with (
+        open_runtime(settings, run_worker=settings.worker_enabled, shutdown=shutdown) as services,
+        door.running(),
+    ):
         app.state.services = services
         log.info("agentkb %s ready", __version__)
         yield
@@ -74,6 +80,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(module.router)
     app.include_router(evaluations.router)
     app.include_router(metrics.router)
+    app.include_router(openai_compat.router)  # agents as OpenAI chat models
+    app.state.mcp = MCPDoor(lambda: app.state.services, settings.host)  # MCP, streamable HTTP
+    app.router.routes.extend(app.state.mcp.routes)
     document_security(app)
     # the last added runs first: request id and body limit, then authentication, then the rate limit
     if settings.rate_limit_per_min > 0:

@@ -165,6 +165,12 @@ class AgentTools:
             log.exception("tool %s failed", name)
             return ToolResult(f"Error executing query: {exc}")
 
+    async def select(self, sql: str) -> tuple[FencedQuery, Rows]:
+        """Run one read-only SELECT through the fence, as `sql_db_query` does, at most `row_cap` rows; raises
+        what refuses it (`BadRequest`) or the database's error, where `sql_db_query` turns them into text."""
+        await self.resolve()
+        return await self._run(strip_wrappers(sql), self.row_cap)
+
     # --- tables ---
 
     async def _list_tables(self, _: str) -> ToolResult:

@@ -1,5 +1,6 @@
 """Authentication over HTTP: `POST /api/login`, `POST /api/logout`, and the middleware that refuses a
-request without a valid credential (401 problem+json with `WWW-Authenticate: Bearer`).
+request without a valid credential (401: problem+json with `WWW-Authenticate: Bearer`, OpenAI's
+error shape under `/v1/`).
 
 A credential is `Authorization: Bearer <login token or API key>` (what mindsdb_sdk sends after
 `connect(url, login=, password=)`) or `X-Api-Key: <API key>` (what it sends for `connect(url, api_key=)`).
@@ -12,12 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request, Response
 from pydantic import BaseModel
 from starlette.routing import Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agentkb.api.deps import ServicesDep
+from agentkb.api.openai_compat import OPENAI_PREFIX, openai_error
 from agentkb.api.responses import JSON, Problem, problems
 from agentkb.service.types import Principal
 
@@ -55,6 +57,16 @@ def credential(headers: Any) -> str | None:
 
 def unauthorized(detail: str, *, invalid: bool = False) -> Problem:
     response = Problem(401, "Unauthorized", detail)
+    response.headers["WWW-Authenticate"] = 'Bearer error="invalid_token"' if invalid else "Bearer"
+    return response
+
+
+def refusal(path: str, detail: str, *, invalid: bool = False) -> Response:
+    """The 401 for a request to `path`: OpenAI's error shape under `/v1/` (what OpenAI clients read), else
+    problem+json."""
+    if not path.startswith(OPENAI_PREFIX):
+        return unauthorized(detail, invalid=invalid)
+    response = openai_error(401, detail)
     response.headers["WWW-Authenticate"] = 'Bearer error="invalid_token"' if invalid else "Bearer"
     return response
 
@@ -153,7 +165,8 @@ class Authenticate:
         # route matching (an unknown path answers its 404) only when the request would be refused: with auth
         # off it costs nothing per request
         if found is None and await auth.enabled() and _routed(scope):
-            await unauthorized(INVALID if given else MISSING, invalid=given is not None)(scope, receive, send)
+            answer = refusal(scope["path"], INVALID if given else MISSING, invalid=given is not None)
+            await answer(scope, receive, send)
             return
         scope.setdefault("state", {})["principal"] = found
         await self.app(scope, receive, send)

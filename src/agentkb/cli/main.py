@@ -12,6 +12,7 @@ from agentkb import __version__
 from agentkb.cli.evaluate import evaluate
 from agentkb.cli.ingest import ingest
 from agentkb.cli.keys import keys, with_services
+from agentkb.cli.mcp import mcp
 from agentkb.cli.secret_key import rotate_secret
 
 app = typer.Typer(help="agentkb: AI agents over knowledge bases and SQL data.", no_args_is_help=True)
@@ -126,6 +127,7 @@ def worker(
 
 app.command("ingest")(ingest)
 app.command("evaluate")(evaluate)
+app.command("mcp")(mcp)
 keys.command("rotate-secret")(rotate_secret)
 app.add_typer(keys, name="keys")
 

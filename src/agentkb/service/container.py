@@ -23,7 +23,9 @@ from agentkb.service.jobs import JobService
 from agentkb.service.kb_admin import KnowledgeBaseAdmin
 from agentkb.service.knowledge_bases import KnowledgeBaseService
 from agentkb.service.lifecycle import Shutdown
+from agentkb.service.mcp import MCPService
 from agentkb.service.metrics import MetricsService
+from agentkb.service.openai_compat import ChatService
 from agentkb.service.projects import ProjectService
 from agentkb.service.query_sources import QuerySources
 from agentkb.service.search import SearchService
@@ -55,6 +57,8 @@ class Services:
     shutdown: Shutdown
     health: HealthService
     metrics: MetricsService
+    chat: ChatService  # agents as OpenAI chat models (`/v1`)
+    mcp: MCPService  # what the MCP server adds: every project's KBs, fenced read-only SQL
 
     async def aclose(self) -> None:
         """Give back what the services hold (data-source engines, embedder and search HTTP clients) and stop
@@ -139,4 +143,6 @@ def build_services(
         shutdown=shutdown,
         health=HealthService(db, shutdown),
         metrics=MetricsService(db),
+        chat=ChatService(projects, agent_service, completions),
+        mcp=MCPService(projects, kb_service, search, data_sources, files),
     )
