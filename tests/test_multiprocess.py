@@ -213,11 +213,12 @@ def test_two_servers_two_workers_one_tcp_postgres() -> None:
         all_jobs[file_job["id"]] = set()
 
         # A worker killed mid-job: both workers hold a job (each job's one embedding request is held), one dies.
+        embedded_before = sum(req.path.endswith("/embeddings") for req in stub.requests)
         stub.hold()
         killed_rows = {"k0": _rows("killzero", KILLED_ROWS), "k1": _rows("killone", KILLED_ROWS)}
         held = {insert_async(a, kb, killed_rows["k0"]): "k0", insert_async(b, kb, killed_rows["k1"]): "k1"}
         deadline = time.monotonic() + TIMEOUT_S
-        while sum(req.path.endswith("/embeddings") for req in stub.requests) < 2:
+        while sum(req.path.endswith("/embeddings") for req in stub.requests) < embedded_before + 2:
             assert time.monotonic() < deadline, "the two workers did not both take a job"
             assert all(w.poll() is None for w in workers), procs.log_text()
             time.sleep(0.05)

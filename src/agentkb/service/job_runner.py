@@ -3,8 +3,8 @@
 Every insert is a job (`storage.jobs`): a synchronous insert runs in its request, an async one in a worker
 (`service.jobs.JobService`). The runner is the one place that records a job's progress and outcome.
 
-A job runs under its lease (`storage.jobs`: a session-level advisory lock on a connection held for the run; the
-worker takes it when it claims the job, a synchronous insert here). Every progress, heartbeat and outcome
+A claimed job runs under its lease (`storage.jobs`: a session-level advisory lock on a connection held for the
+run, taken when the worker claims the job). Every progress, heartbeat and outcome
 update names this runner's worker id: when one finds the job is no longer this runner's (its lease connection
 broke and another worker took it over), the run stops and records nothing more.
 """
@@ -69,16 +69,9 @@ class JobRunner:
 
     async def run_job(self, job: JobRow) -> JobRow:
         """Run a claimed or synchronous job to its end and record how it ended. A failure is re-raised
-        (after being recorded) so a waiting request answers with its status. A synchronous job takes its
-        lease here; a claimed one holds it already (`JobService.run_once`)."""
-        if job.mode != "sync":
-            return await self._run(job)
-        async with self.lease() as conn:
-            await jobs.take_lease(conn, job.id)
-            await conn.commit()
-            return await self._run(job)
-
-    async def _run(self, job: JobRow) -> JobRow:
+        (after being recorded) so a waiting request answers with its status. A claimed job's lease is held
+        by the worker (`JobService.run_once`); a synchronous one takes none (it would cost every insert
+        request a second connection): only its heartbeat says it is alive."""
         progress = Progress(job.id)
         started = time.perf_counter()
         beater = asyncio.create_task(self._beat(job.id, progress, asyncio.current_task()))

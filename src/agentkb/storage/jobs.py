@@ -2,8 +2,9 @@
 
 **Leases.** The process running a job holds a session-level advisory lock on it (`job:<id>`) on a connection
 of its own for as long as it runs it. PostgreSQL drops that lock the moment the process's connection ends
-(the process died, its host is gone), so "the lock is free" means "nobody runs this job": a running job is
-taken over (async) or failed (sync) only when its heartbeat is stale *and* its lease is free. A live worker,
+(the process died, its host is gone), so "the lock is free" means "nobody runs this job": a running async
+job is taken over only when its heartbeat is stale *and* its lease is free. (A synchronous insert takes no
+lease, which would cost each insert request a second connection: it is failed once its heartbeat is stale.) A live worker,
 however slow, never loses its job; a dead one's job is taken over as soon as its heartbeat is stale. The
 progress, heartbeat and outcome updates of a job also name their worker, so a process that lost its job
 (its lease connection broke) records nothing more of it."""
