@@ -319,9 +319,7 @@ def test_serve_workers_shares_the_embedded_postgres(data_dir: Path) -> None:
         )  # fmt: skip
     try:
         _wait_ready(parent, url, log)
-        servers = [
-            c for c in psutil.Process(parent.pid).children() if "multiprocessing" in " ".join(c.cmdline())
-        ]
+        servers = [c for c in psutil.Process(parent.pid).children() if "spawn_main" in " ".join(c.cmdline())]
         assert len(servers) == 2, servers
         with httpx.Client(base_url=url, timeout=60) as client:
             for i in range(20):  # new connections: the kernel spreads them over both processes
