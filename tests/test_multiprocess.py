@@ -81,6 +81,12 @@ def tcp_postgres() -> Iterator[str]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def _client(base_url: str) -> httpx.Client:
+    """A client that drops a kept-alive connection idle for a second, well before the server's 5 s keep-alive
+    timeout: reusing one the server is closing at that moment fails with a reset, on a slow machine."""
+    return httpx.Client(base_url=base_url, timeout=60, limits=httpx.Limits(keepalive_expiry=1.0))
+
+
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTKB_")}
     env["AGENTKB_SECRET_KEY"] = os.environ["AGENTKB_SECRET_KEY"]  # one key for every process (conftest)
@@ -191,7 +197,7 @@ def test_two_servers_two_workers_one_tcp_postgres() -> None:
         )
         apis = [procs.serve(), procs.serve()]
         workers = [procs.worker(), procs.worker()]
-        clients = [stack.enter_context(httpx.Client(base_url=api, timeout=60)) for api in apis]
+        clients = [stack.enter_context(_client(api)) for api in apis]
         a, b = clients
         kb = "shared"
         r = a.post(
@@ -248,8 +254,8 @@ def test_two_servers_two_workers_one_tcp_postgres() -> None:
         def client_run(index: int) -> None:
             try:
                 with (
-                    httpx.Client(base_url=apis[index % 2], timeout=60) as mine,
-                    httpx.Client(base_url=apis[(index + 1) % 2], timeout=60) as other,
+                    _client(apis[index % 2]) as mine,
+                    _client(apis[(index + 1) % 2]) as other,
                 ):
                     for round_ in range(ROUNDS):
                         writer, reader = (mine, other) if round_ % 2 == 0 else (other, mine)
@@ -321,9 +327,9 @@ def test_serve_workers_shares_the_embedded_postgres(data_dir: Path) -> None:
         _wait_ready(parent, url, log)
         servers = [c for c in psutil.Process(parent.pid).children() if "spawn_main" in " ".join(c.cmdline())]
         assert len(servers) == 2, servers
-        with httpx.Client(base_url=url, timeout=60) as client:
+        with _client(url) as client:
             for i in range(20):  # new connections: the kernel spreads them over both processes
-                with httpx.Client(base_url=url, timeout=60) as fresh:
+                with _client(url) as fresh:
                     r = fresh.post(
                         f"{P}/agents", json={"agent": {"name": f"agent{i}", "prompt_template": "hi"}}
                     )
