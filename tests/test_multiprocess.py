@@ -303,12 +303,17 @@ def test_two_servers_two_workers_one_tcp_postgres() -> None:
         # Every search sees every committed row: the searches made as the clients went (above), and now each
         # row by its own id (the killed jobs: their first rows) through each server. Checked last, so that a
         # failure here leaves the checks above proven.
+        live = len(unseen)
         for client in clients:
             for job_id, ids in all_jobs.items():
                 for row_id in sorted(ids)[:ROWS]:
                     if row_id not in found_ids(client, kb, row_id):
                         unseen.append(f"{client.base_url} search for row {row_id} (job {job_id}) misses it")
-        assert not unseen, unseen
+        assert not unseen, (
+            f"{live} searches as the clients went, {len(unseen) - live} at the end",
+            unseen[:3],
+            unseen[live : live + 3],
+        )
 
 
 def test_serve_workers_shares_the_embedded_postgres(data_dir: Path) -> None:
