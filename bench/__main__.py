@@ -16,6 +16,7 @@ BENCHMARKS = (
     "crawl",
     "files",
     "http",
+    "clients",
     "agent",
     "peer",
 )

@@ -19,6 +19,7 @@ ORDER = (
     "crawl",
     "files",
     "http",
+    "clients",
     "agent",
     "peer",
 )

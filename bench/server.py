@@ -54,8 +54,12 @@ class Server(str):
 
 @contextmanager
 def agentkb_server(
-    env: dict[str, str] | None = None, data_dir: Path | None = None, startup_timeout: float = 180.0
+    env: dict[str, str] | None = None,
+    data_dir: Path | None = None,
+    startup_timeout: float = 180.0,
+    args: list[str] | None = None,
 ) -> Iterator[Server]:
+    """`args`: more `agentkb serve` options (e.g. `["--workers", "2"]`)."""
     temp = None
     if data_dir is None:
         temp = tempfile.mkdtemp(prefix="agentkb-bench-")
@@ -66,7 +70,17 @@ def agentkb_server(
     child_env = {**os.environ, **(env or {})}
     log = log_path.open("ab")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agentkb", "serve", "--data-dir", str(data_dir), "--port", str(port)],
+        [
+            sys.executable,
+            "-m",
+            "agentkb",
+            "serve",
+            "--data-dir",
+            str(data_dir),
+            "--port",
+            str(port),
+            *(args or []),
+        ],
         env=child_env,
         stdout=log,
         stderr=subprocess.STDOUT,

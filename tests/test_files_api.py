@@ -11,7 +11,9 @@ import httpx
 import pytest
 
 from agentkb.errors import PayloadTooLarge
+from agentkb.ingest.files.parse import Tabular
 from agentkb.service.files import FileService
+from agentkb.storage import files as files_repo
 from agentkb.storage.db import Database
 from tests.conftest import ServedApp
 from tests.helpers import assert_problem
@@ -140,23 +142,100 @@ def test_refusals(client: httpx.Client, unique: str, made: dict[str, Path]) -> N
     assert not [n for n in listed(client) if n.endswith(unique)]  # nothing was stored
 
 
-def test_same_bytes_share_one_blob(client: httpx.Client, unique: str, settings: Any) -> None:
+def _blob_parts(pg_url: str, sha256: str) -> list[bytes]:
+    """The parts of blob `sha256` as stored in PostgreSQL (empty when it is not stored)."""
+    import psycopg
+
+    with psycopg.connect(pg_url.replace("postgresql+psycopg://", "postgresql://")) as conn:
+        rows = conn.execute(
+            "SELECT p.data FROM file_blobs b JOIN file_blob_parts p USING (sha256) WHERE b.sha256 = %s "
+            "ORDER BY p.part",
+            (sha256,),
+        ).fetchall()
+    return [bytes(r[0]) for r in rows]
+
+
+def test_same_bytes_share_one_blob(client: httpx.Client, unique: str, settings: Any, pg_url: str) -> None:
     content = f"Shared text {unique}\n".encode()
-    blob = (
-        settings.data_dir
-        / "files"
-        / hashlib.sha256(content).hexdigest()[:2]
-        / hashlib.sha256(content).hexdigest()
-    )
+    sha256 = hashlib.sha256(content).hexdigest()
     for name in (f"first_{unique}", f"second_{unique}"):
         assert upload(client, name, content, "shared.txt").status_code == 200
-    assert blob.read_bytes() == content
-    assert len(list(blob.parent.glob(f"{blob.name}*"))) == 1
+    assert _blob_parts(pg_url, sha256) == [content]  # stored once, in the database
+    assert not (settings.data_dir / "files" / sha256[:2]).exists()  # nothing on this host's disk
     assert client.delete(f"/api/files/first_{unique}").status_code == 200
-    assert blob.exists()  # still used by the second name
+    assert _blob_parts(pg_url, sha256) == [content]  # still used by the second name
     assert client.delete(f"/api/files/second_{unique}").status_code == 200
-    assert not blob.exists()
+    assert _blob_parts(pg_url, sha256) == []
     assert not list((settings.data_dir / "files" / "tmp").iterdir())  # no upload left behind
+
+
+async def test_blob_in_parts_read_by_another_host(
+    pg_url: str, served: Any, tmp_path: Path, unique: str
+) -> None:
+    """A file over one part (1 MiB) is stored in parts and read back whole by a process with another
+    directory, as another host would."""
+    db = Database(pg_url)
+    here = FileService(db, tmp_path / "here")
+    there = FileService(db, tmp_path / "there")
+    lines = [f"{i},item {i} {unique}" for i in range(120_000)]
+    content = ("id,name\n" + "\n".join(lines) + "\n").encode()
+    assert len(content) > 2 * 2**20
+
+    async def body() -> AsyncIterator[bytes]:
+        for start in range(0, len(content), 65536):
+            yield content[start : start + 65536]
+
+    try:
+        row = await here.save(f"parts_{unique}", body(), original_name="parts.csv")
+        stored = _blob_parts(pg_url, row.sha256)
+        assert len(stored) == 3 and b"".join(stored) == content
+        parsed = await there.open_parsed(f"parts_{unique}")
+        assert isinstance(parsed, Tabular) and len(parsed.rows) == 120_000
+        assert parsed.rows[-1]["name"] == f"item 119999 {unique}"
+        assert not list(there.tmp_dir.iterdir())  # the copy it parsed is gone
+        await here.delete(row.name)
+        assert _blob_parts(pg_url, row.sha256) == []
+    finally:
+        await db.close()
+
+
+async def test_blobs_left_on_disk_move_into_the_database(
+    pg_url: str, served: Any, tmp_path: Path, unique: str
+) -> None:
+    """Older versions kept blobs on disk (`<files>/<sha[:2]>/<sha>`): a start moves them into PostgreSQL,
+    and a read that finds no blob looks there too."""
+    db = Database(pg_url)
+    service = FileService(db, tmp_path / "files")
+
+    async def one(text: str) -> AsyncIterator[bytes]:
+        yield text.encode()
+
+    try:
+        rows = [await service.save(f"old{i}_{unique}", one(f"old text {i} {unique}"), original_name="o.txt")
+                for i in range(2)]  # fmt: skip
+        for row in rows:  # as an older version stored them: on disk only
+            legacy = service.legacy_path(row.sha256)
+            legacy.parent.mkdir(parents=True, exist_ok=True)
+            legacy.write_bytes(b"".join(_blob_parts(pg_url, row.sha256)))
+            async with db.transaction() as conn:
+                await files_repo.delete_blob(conn, row.sha256)
+        assert await service.import_local_blobs() == 2
+        for row in rows:
+            assert not service.legacy_path(row.sha256).exists()
+            assert _blob_parts(pg_url, row.sha256) != []
+        # the first read of a blob still on disk imports it
+        legacy = service.legacy_path(rows[0].sha256)
+        legacy.write_bytes(b"".join(_blob_parts(pg_url, rows[0].sha256)))
+        async with db.transaction() as conn:
+            await files_repo.delete_blob(conn, rows[0].sha256)
+        fresh = FileService(db, tmp_path / "files")  # no parsed copy cached
+        parsed = await fresh.open_parsed(rows[0].name)
+        assert not isinstance(parsed, Tabular) and f"old text 0 {unique}" in str(parsed)
+        assert not legacy.exists() and _blob_parts(pg_url, rows[0].sha256) != []
+        for row in rows:
+            await service.delete(row.name)
+    finally:
+        await db.close()
 
 
 # --- the upload limit ---------------------------------------------------------------------------------
@@ -215,6 +294,6 @@ async def test_service_limit_and_cleanup(pg_url: str, served: Any, tmp_path: Pat
         parsed = await service.open_parsed(f"LIMIT_{unique}")
         assert parsed == await service.open_parsed(f"limit_{unique}")
         await service.delete(row.name)
-        assert not service.blob_path(row.sha256).exists()
+        assert _blob_parts(pg_url, row.sha256) == []
     finally:
         await db.close()

@@ -51,6 +51,7 @@ async def open_runtime(
         await secrets.seal_plaintext(db, box)  # records from before secrets were encrypted
         services = build_services(settings, db, EmbedderRegistry(), http_client, shutdown, box=box)
         await services.projects.ensure_default()
+        await services.files.import_local_blobs()  # uploads an older version kept on this host's disk
         if run_worker:
             worker_task = asyncio.create_task(
                 services.jobs.work(shutdown.stopping), name="agentkb-ingest-worker"

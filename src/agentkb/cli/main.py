@@ -34,6 +34,15 @@ def serve(
             help="Serve on a non-loopback --host with no authentication configured (refused otherwise).",
         ),
     ] = False,
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Server processes answering on the port, sharing the database (each with its own "
+            "ingestion worker). With no AGENTKB_DATABASE_URL this process runs the embedded PostgreSQL for "
+            "them.",
+        ),
+    ] = 1,
 ) -> None:
     """Start the HTTP service. On a non-loopback --host it needs authentication (AGENTKB_USERNAME and
     AGENTKB_PASSWORD, or an API key from `agentkb keys create`) unless --allow-no-auth is given.
@@ -51,6 +60,11 @@ def serve(
     settings = Settings(**overrides)
     configure(settings.log_level, settings.log_format)
     _refuse_exposed_without_auth(settings)
+    if workers > 1:
+        from agentkb.cli.supervisor import serve_workers
+
+        serve_workers(settings, overrides, workers)
+        return
     run_server(
         create_app(settings), host=settings.host, port=settings.port, grace_s=settings.shutdown_grace_s
     )

@@ -15,6 +15,7 @@ and then runs the app's lifespan shutdown (the runtime closes). What agentkb add
 
 from __future__ import annotations
 
+import signal
 import socket
 from types import FrameType
 from typing import Any
@@ -35,6 +36,12 @@ class GracefulServer(uvicorn.Server):
         self.guard(sig)  # the second signal ends the process here
         super().handle_exit(sig, frame)
 
+    def request_stop(self) -> None:
+        """Begin the graceful stop a SIGTERM begins, unless a signal began one already (`serve --workers`:
+        the supervisor asks its processes to stop, and a terminal's Ctrl-C may have reached them first)."""
+        if not self.guard.signalled:
+            self.handle_exit(signal.SIGTERM, None)
+
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         self.app_shutdown.begin()
         await super().shutdown(sockets)
@@ -42,6 +49,16 @@ class GracefulServer(uvicorn.Server):
 
 def serve(app: Any, *, host: str, port: int, grace_s: float) -> None:
     """Run `app` (from `agentkb.app.create_app`) until a signal stops it."""
+    server = make_server(app, host=host, port=port, grace_s=grace_s)
+    server.run()
+    if not server.started:
+        raise SystemExit(STARTUP_FAILURE)
+
+
+STARTUP_FAILURE = 3  # uvicorn's exit status when the lifespan or the bind failed
+
+
+def make_server(app: Any, *, host: str, port: int, grace_s: float) -> GracefulServer:
     config = uvicorn.Config(
         app,
         host=host,
@@ -51,7 +68,4 @@ def serve(app: Any, *, host: str, port: int, grace_s: float) -> None:
         # requests in flight get half the grace period; the runtime closes in the other half
         timeout_graceful_shutdown=grace_s / 2,  # type: ignore[arg-type]  # annotated int, used as a float
     )
-    server = GracefulServer(config, app.state.shutdown, grace_s)
-    server.run()
-    if not server.started:
-        raise SystemExit(3)  # uvicorn's STARTUP_FAILURE: the lifespan or the bind failed
+    return GracefulServer(config, app.state.shutdown, grace_s)

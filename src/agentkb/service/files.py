@@ -1,14 +1,21 @@
 """Uploaded files (`/api/files`), MindsDB's `files` database: names without extension, lower-cased.
 
-Content is stored once per sha256 under `<root>/<sha256[:2]>/<sha256>`: two names with the same bytes share one
-blob, removed with its last name. Uploads are streamed to `<root>/tmp` (counted, hashed, 413 past `max_bytes`),
-parsed there to validate them and count rows or pages, then moved into place.
+Content is stored once per sha256 in PostgreSQL (`storage.files`: `file_blobs`, in parts of 1 MiB), so every
+process on every host sharing the database reads it: two names with the same bytes share one blob, removed with
+its last name. Uploads are streamed to `<root>/tmp`, this host's scratch directory (counted, hashed, 413 past
+`max_bytes`), parsed there to validate them and count rows or pages, then copied into the database in the
+transaction that inserts the file's row. A read copies the blob back to a temp file to parse it (recent small
+files stay parsed in memory, keyed by content, so never stale).
+
+Older versions kept blobs on disk under `<root>/<sha256[:2]>/<sha256>`: `import_local_blobs()` (at start) and a
+read that finds no blob in the database move such a file into the database.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import mimetypes
 import os
 import tempfile
@@ -18,6 +25,8 @@ from collections.abc import AsyncIterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from agentkb.errors import BadRequest, NotFound, PayloadTooLarge
 from agentkb.ingest.files.archive import archive_kind as archive_kind  # for the HTTP layer
 from agentkb.ingest.files.archive import unpack_single
@@ -25,7 +34,7 @@ from agentkb.ingest.files.detect import detect_extension
 from agentkb.ingest.files.parse import SUPPORTED, ParsedFile, Tabular, parse_file
 from agentkb.storage import files as repo
 from agentkb.storage.db import Database
-from agentkb.storage.files import FileRow, NewFile
+from agentkb.storage.files import PART_BYTES, FileRow, NewFile
 from agentkb.validation import check_name, check_storable
 
 DEFAULT_MAX_BYTES = 100 * 2**20
@@ -33,6 +42,7 @@ FLUSH_BYTES = 2**20  # written to disk in pieces of about this size
 CACHE_ENTRIES = 8  # parsed files kept by `open_parsed`...
 CACHE_MAX_FILE_BYTES = 2**24  # ...when their file is at most this large
 STALE_UPLOAD_S = 3600
+log = logging.getLogger("agentkb.files")
 
 
 def file_exists(name: str) -> BadRequest:
@@ -112,7 +122,8 @@ class FileService:
             if stale.stat().st_mtime < time.time() - STALE_UPLOAD_S:
                 stale.unlink(missing_ok=True)
 
-    def blob_path(self, sha256: str) -> Path:
+    def legacy_path(self, sha256: str) -> Path:
+        """Where older versions kept a blob on disk."""
         return self.root / sha256[:2] / sha256
 
     def writer(self) -> BlobWriter:
@@ -185,7 +196,10 @@ class FileService:
                 row = await repo.insert_new(conn, new)
                 if row is None:
                     raise file_exists(key)
-                await asyncio.to_thread(self._place, staged)
+                if (
+                    await repo.blob_parts(conn, staged.sha256) is None
+                ):  # else the same bytes are stored already
+                    await _store_blob(conn, staged.path, staged.sha256, staged.size)
         finally:
             if staged is not None:
                 staged.path.unlink(missing_ok=True)
@@ -204,12 +218,6 @@ class FileService:
             inner.name, StagedBlob(inner.path, inner.size, inner.sha256), original_name=inner.name
         )
 
-    def _place(self, staged: StagedBlob) -> None:
-        target = self.blob_path(staged.sha256)
-        if not target.exists():  # else the same bytes are stored already
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(staged.path, target)
-
     async def delete(self, name: str) -> None:
         """Remove the name, and its blob once no other name uses it. Unknown: MindsDB's 400."""
         async with self.db.transaction() as conn:
@@ -222,25 +230,90 @@ class FileService:
         async with self.db.transaction() as conn:
             await repo.lock_blob(conn, row.sha256)
             if not await repo.blob_in_use(conn, row.sha256):
-                await asyncio.to_thread(self.blob_path(row.sha256).unlink, missing_ok=True)
+                await repo.delete_blob(conn, row.sha256)
+                await asyncio.to_thread(self.legacy_path(row.sha256).unlink, missing_ok=True)
                 self._cache.pop((row.sha256, row.extension), None)
 
     async def open_parsed(self, name: str) -> ParsedFile:
-        """The file's table or text sections, parsed again from disk (recent small files are cached).
-        Callers must not modify the result."""
+        """The file's table or text sections, parsed again from its stored bytes (recent small files are
+        cached). Callers must not modify the result."""
         row = await self.get(name)
         cached = self._cache.get((row.sha256, row.extension))
         if cached is not None:
             self._cache.move_to_end((row.sha256, row.extension))
             return cached
-        path = self.blob_path(row.sha256)
-        if not path.exists():
-            raise NotFound(
-                f"The content of file {row.name} is missing from {self.root}", title="File not found"
-            )
-        parsed = await asyncio.to_thread(parse_file, path, row.name, row.extension)
+        path = await self._fetch(row)
+        try:
+            parsed = await asyncio.to_thread(parse_file, path, row.name, row.extension)
+        finally:
+            path.unlink(missing_ok=True)
         self._remember(row, parsed)
         return parsed
+
+    async def _fetch(self, row: FileRow) -> Path:
+        """The file's bytes copied to a temp file (the caller removes it)."""
+        missing = NotFound(f"The content of file {row.name} is missing", title="File not found")
+        async with self.db.connect() as conn:
+            parts = await repo.blob_parts(conn, row.sha256)
+        if parts is None and await self._import_legacy(row.sha256):
+            async with self.db.connect() as conn:
+                parts = await repo.blob_parts(conn, row.sha256)
+        if parts is None:
+            raise missing
+        out = tempfile.NamedTemporaryFile(dir=self.tmp_dir, prefix="read-", delete=False)  # noqa: SIM115
+        path = Path(out.name)
+        try:
+            async with self.db.connect() as conn:
+                for part in range(parts):
+                    data = await repo.read_part(conn, row.sha256, part)
+                    if data is None:  # its last name was deleted meanwhile
+                        raise missing
+                    await asyncio.to_thread(out.write, data)
+            await asyncio.to_thread(out.close)
+        except BaseException:
+            out.close()
+            path.unlink(missing_ok=True)
+            raise
+        return path
+
+    async def _import_legacy(self, sha256: str) -> bool:
+        """Move a blob an older version kept on disk into the database; False if this host has none."""
+        path = self.legacy_path(sha256)
+        if not await asyncio.to_thread(path.is_file):
+            return False
+        size = (await asyncio.to_thread(path.stat)).st_size
+        async with self.db.transaction() as conn:
+            await repo.lock_blob(conn, sha256)
+            if await repo.blob_parts(conn, sha256) is None:
+                await _store_blob(conn, path, sha256, size)
+        await asyncio.to_thread(path.unlink, missing_ok=True)
+        return True
+
+    async def import_local_blobs(self) -> int:
+        """At start: move the blobs an older version kept in this host's `<root>` into the database (those a
+        file row names; others are left). Returns how many were moved."""
+
+        def found() -> list[str]:
+            return [
+                p.name
+                for d in self.root.iterdir()
+                if d.is_dir() and len(d.name) == 2
+                for p in d.iterdir()
+                if len(p.name) == 64 and p.name.startswith(d.name)
+            ]
+
+        on_disk = await asyncio.to_thread(found)
+        if not on_disk:
+            return 0
+        async with self.db.connect() as conn:
+            named = await repo.referenced_blobs(conn)
+        moved = 0
+        for sha256 in on_disk:
+            if sha256 in named and await self._import_legacy(sha256):
+                moved += 1
+        if moved:
+            log.info("moved %d uploaded file(s) from %s into the database", moved, self.root)
+        return moved
 
     def _remember(self, row: FileRow, parsed: ParsedFile) -> None:
         if row.size_bytes <= CACHE_MAX_FILE_BYTES:
@@ -248,6 +321,15 @@ class FileService:
             self._cache.move_to_end((row.sha256, row.extension))
             while len(self._cache) > CACHE_ENTRIES:
                 self._cache.popitem(last=False)
+
+
+async def _store_blob(conn: AsyncConnection, path: Path, sha256: str, size: int) -> None:
+    """Copy the file at `path` into the database as blob `sha256`, part by part (in the caller's transaction)."""
+    parts = -(-size // PART_BYTES)
+    await repo.insert_blob(conn, sha256, size, parts)
+    with path.open("rb") as f:
+        for part in range(parts):
+            await repo.insert_part(conn, sha256, part, await asyncio.to_thread(f.read, PART_BYTES))
 
 
 def _content_type(given: str | None, ext: str) -> str:

@@ -2,10 +2,18 @@
 queued jobs from PostgreSQL (`FOR UPDATE SKIP LOCKED`) and runs them.
 
 The API server runs one worker in-process; `agentkb worker` runs more, on any machine that reaches the same
-database. A job whose worker stops beating (crash, kill) is claimed again after `stale_after_s` and re-run
-— inserts are idempotent upserts inside one transaction, so a re-run finishes the work without duplicating
-it — up to `MAX_ATTEMPTS` times, then it fails with the reason. Synchronous inserts whose server died are
-marked failed (their transaction rolled back: nothing of them is visible).
+database. A worker holds the lease of the job it runs (`storage.jobs`: a session-level advisory lock, which
+PostgreSQL drops when the worker's connection ends). A job whose worker is gone (heartbeat older than
+`stale_after_s` and lease free: crash, kill, lost host) is claimed again and re-run — inserts are idempotent
+upserts inside one transaction, so a re-run finishes the work without duplicating it — up to `MAX_ATTEMPTS`
+times, then it fails with the reason. A live worker, however slow, keeps its job. Synchronous inserts whose
+server died are marked failed (their transaction rolled back: nothing of them is visible).
+
+Why not a queue library (procrastinate, pgqueuer, ...): the job row *is* the API's record (counts, errors,
+MindsDB's query id and statement, a partitioned insert's resume point) and synchronous inserts are jobs run
+by their own request; those libraries keep their own job tables and run every job in a worker, so they would
+add a second source of truth without replacing this one's claim (`FOR UPDATE SKIP LOCKED`), cancel or event
+feed. Their stalled-job recovery is a heartbeat timeout, which the lease makes safe here.
 """
 
 from __future__ import annotations
@@ -92,32 +100,34 @@ class JobService:
     # -- the worker -----------------------------------------------------------------------------------------
 
     async def run_once(self) -> bool:
-        """Claim and run one job; False when there was none."""
-        async with self.db.transaction() as conn:
-            swept = await jobs.fail_abandoned_sync(conn, self.stale_after_s)
-            job = await jobs.claim(conn, self.worker_id, self.stale_after_s)
-        if swept:
-            log.warning("marked %d interrupted synchronous insert(s) failed", swept)
-        if job is None:
-            return False
-        if job.attempts > MAX_ATTEMPTS:
-            async with self.db.transaction() as conn:
-                await jobs.finish(
-                    conn,
-                    job.id,
-                    "failed",
-                    job.counts,
-                    job.errors,
-                    f"gave up after {MAX_ATTEMPTS} attempts: its worker stopped each time",
-                )
+        """Claim and run one job, holding its lease meanwhile; False when there was none."""
+        async with self.ingest.runner.lease() as lease:
+            async with lease.begin():
+                swept = await jobs.fail_abandoned_sync(lease, self.stale_after_s)
+                job = await jobs.claim(lease, self.worker_id, self.stale_after_s)
+            if swept:
+                log.warning("marked %d interrupted synchronous insert(s) failed", swept)
+            if job is None:
+                return False
+            if job.attempts > MAX_ATTEMPTS:
+                async with self.db.transaction() as conn:
+                    await jobs.finish(
+                        conn,
+                        job.id,
+                        "failed",
+                        job.counts,
+                        job.errors,
+                        f"gave up after {MAX_ATTEMPTS} attempts: its worker stopped each time",
+                        self.worker_id,
+                    )
+                return True
+            log.info("worker %s runs job %s (attempt %d)", self.worker_id, job.id, job.attempts)
+            try:
+                await self.ingest.runner.run_job(job)
+            except Exception:  # noqa: BLE001 - run_job has recorded it on the job
+                log.info("job %s ended with an error", job.id)
+            self.jobs_run += 1
             return True
-        log.info("worker %s runs job %s (attempt %d)", self.worker_id, job.id, job.attempts)
-        try:
-            await self.ingest.runner.run_job(job)
-        except Exception:  # noqa: BLE001 - run_job has recorded it on the job
-            log.info("job %s ended with an error", job.id)
-        self.jobs_run += 1
-        return True
 
     async def work(self, stop: asyncio.Event | None = None) -> None:
         """Claim and run jobs until cancelled, or until `stop` is set (then nothing more is claimed; cancel

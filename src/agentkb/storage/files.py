@@ -1,12 +1,26 @@
-"""File rows (`files`, migration 0004): what `/api/files` lists. The bytes live on disk, keyed by `sha256`,
-so several names may share one blob; `lock_blob` serialises writers and collectors of one blob."""
+"""File rows (`files`, migration 0004): what `/api/files` lists; their bytes (`file_blobs`, migration 0011),
+keyed by `sha256` so several names may share one blob, in parts of `PART_BYTES`. `lock_blob` serialises
+writers and collectors of one blob (across processes and hosts)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import BigInteger, Column, DateTime, Integer, RowMapping, Table, Text, func, select, text
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    DateTime,
+    ForeignKey,
+    Integer,
+    LargeBinary,
+    RowMapping,
+    Table,
+    Text,
+    func,
+    select,
+    text,
+)
 from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -26,6 +40,25 @@ files = Table(
     Column("page_count", Integer, nullable=True),
     Column("columns", JSONB, nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
+PART_BYTES = 2**20  # one `file_blob_parts` row holds this much of a blob
+
+file_blobs = Table(
+    "file_blobs",
+    metadata,
+    Column("sha256", Text, primary_key=True),
+    Column("size_bytes", BigInteger, nullable=False),
+    Column("parts", Integer, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
+file_blob_parts = Table(
+    "file_blob_parts",
+    metadata,
+    Column("sha256", Text, ForeignKey("file_blobs.sha256", ondelete="CASCADE"), primary_key=True),
+    Column("part", Integer, primary_key=True),
+    Column("data", LargeBinary, nullable=False),
 )
 
 
@@ -100,3 +133,41 @@ async def lock_blob(conn: AsyncConnection, sha256: str) -> None:
     await conn.execute(
         text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"), {"key": f"file:{sha256}"}
     )
+
+
+# --- blobs ----------------------------------------------------------------------------------------------
+
+
+async def blob_parts(conn: AsyncConnection, sha256: str) -> int | None:
+    """How many parts the stored blob has; None when it is not stored."""
+    found = await conn.execute(select(file_blobs.c.parts).where(file_blobs.c.sha256 == sha256))
+    return found.scalar_one_or_none()
+
+
+async def insert_blob(conn: AsyncConnection, sha256: str, size_bytes: int, parts: int) -> None:
+    await conn.execute(file_blobs.insert().values(sha256=sha256, size_bytes=size_bytes, parts=parts))
+
+
+async def insert_part(conn: AsyncConnection, sha256: str, part: int, data: bytes) -> None:
+    await conn.execute(file_blob_parts.insert().values(sha256=sha256, part=part, data=data))
+
+
+async def read_part(conn: AsyncConnection, sha256: str, part: int) -> bytes | None:
+    """One part's bytes; None when the blob is gone."""
+    found = await conn.execute(
+        select(file_blob_parts.c.data).where(
+            file_blob_parts.c.sha256 == sha256, file_blob_parts.c.part == part
+        )
+    )
+    data = found.scalar_one_or_none()
+    return None if data is None else bytes(data)
+
+
+async def delete_blob(conn: AsyncConnection, sha256: str) -> None:
+    """The blob and its parts (by the foreign key's cascade)."""
+    await conn.execute(file_blobs.delete().where(file_blobs.c.sha256 == sha256))
+
+
+async def referenced_blobs(conn: AsyncConnection) -> set[str]:
+    """The SHA-256s file rows name."""
+    return set((await conn.execute(select(files.c.sha256).distinct())).scalars())

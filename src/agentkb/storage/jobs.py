@@ -1,4 +1,13 @@
-"""Ingestion-job rows, and the queue operations workers use (claims with FOR UPDATE SKIP LOCKED)."""
+"""Ingestion-job rows, and the queue operations workers use (claims with FOR UPDATE SKIP LOCKED).
+
+**Leases.** The process running a job holds a session-level advisory lock on it (`job:<id>`) on a connection
+of its own for as long as it runs it. PostgreSQL drops that lock the moment the process's connection ends
+(the process died, its host is gone), so "the lock is free" means "nobody runs this job": a running async
+job is taken over only when its heartbeat is stale *and* its lease is free. (A synchronous insert takes no
+lease, which would cost each insert request a second connection: it is failed once its heartbeat is stale.) A live worker,
+however slow, never loses its job; a dead one's job is taken over as soon as its heartbeat is stale. The
+progress, heartbeat and outcome updates of a job also name their worker, so a process that lost its job
+(its lease connection broke) records nothing more of it."""
 
 from __future__ import annotations
 
@@ -110,33 +119,40 @@ async def list_for_kb(conn: AsyncConnection, kb_id: int, limit: int) -> list[Job
     return [_row(r) for r in rows.mappings()]
 
 
+_OWNED = "id = :id AND state = 'running' AND worker IS NOT DISTINCT FROM :worker"
+_LEASE_KEY = "hashtextextended('job:' || {}, 0)"
+
+
 async def progress(
-    conn: AsyncConnection, job_id: str, counts: dict[str, Any], errors: list[dict[str, Any]]
-) -> bool:
-    """Record progress and beat the heart; True if a cancel was requested."""
+    conn: AsyncConnection,
+    job_id: str,
+    counts: dict[str, Any],
+    errors: list[dict[str, Any]],
+    worker: str | None = None,
+) -> bool | None:
+    """Record progress and beat the heart; True if a cancel was requested, None if `worker` no longer runs
+    the job (it was taken over or ended)."""
     row = (
         await conn.execute(
             text(
                 "UPDATE ingest_jobs SET counts = CAST(:counts AS jsonb), errors = CAST(:errors AS jsonb), "
-                "heartbeat_at = now(), updated_at = now() WHERE id = :id RETURNING cancel_requested"
+                f"heartbeat_at = now(), updated_at = now() WHERE {_OWNED} RETURNING cancel_requested"
             ),
-            {"id": job_id, "counts": _json(counts), "errors": _json(errors)},
+            {"id": job_id, "counts": _json(counts), "errors": _json(errors), "worker": worker},
         )
     ).first()
-    return bool(row and row.cancel_requested)
+    return None if row is None else bool(row.cancel_requested)
 
 
-async def heartbeat(conn: AsyncConnection, job_id: str) -> bool:
+async def heartbeat(conn: AsyncConnection, job_id: str, worker: str | None = None) -> bool | None:
+    """True if a cancel was requested, None if `worker` no longer runs the job."""
     row = (
         await conn.execute(
-            text(
-                "UPDATE ingest_jobs SET heartbeat_at = now() WHERE id = :id AND state = 'running' "
-                "RETURNING cancel_requested"
-            ),
-            {"id": job_id},
+            text(f"UPDATE ingest_jobs SET heartbeat_at = now() WHERE {_OWNED} RETURNING cancel_requested"),
+            {"id": job_id, "worker": worker},
         )
     ).first()
-    return bool(row and row.cancel_requested)
+    return None if row is None else bool(row.cancel_requested)
 
 
 async def finish(
@@ -146,14 +162,38 @@ async def finish(
     counts: dict[str, Any],
     errors: list[dict[str, Any]],
     error: str | None,
-) -> None:
-    await conn.execute(
+    worker: str | None = None,
+) -> bool:
+    """Record how the job ended, if `worker` still runs it (False: it was taken over, or ended already)."""
+    result = await conn.execute(
         text(
             "UPDATE ingest_jobs SET state = :state, counts = CAST(:counts AS jsonb), errors = CAST(:errors AS jsonb), "
-            "error = :error, finished_at = now(), updated_at = now() WHERE id = :id"
+            f"error = :error, finished_at = now(), updated_at = now() WHERE {_OWNED} RETURNING id"
         ),
-        {"id": job_id, "state": state, "counts": _json(counts), "errors": _json(errors), "error": error},
+        {
+            "id": job_id,
+            "state": state,
+            "counts": _json(counts),
+            "errors": _json(errors),
+            "error": error,
+            "worker": worker,
+        },
     )
+    return result.first() is not None
+
+
+async def take_lease(conn: AsyncConnection, job_id: str) -> bool:
+    """Take the job's lease on `conn` (a session-level lock: it outlives the transaction); False if another
+    session holds it."""
+    found = await conn.execute(
+        text(f"SELECT pg_try_advisory_lock({_LEASE_KEY.format(':id')})"), {"id": job_id}
+    )
+    return bool(found.scalar_one())
+
+
+async def end_all_leases(conn: AsyncConnection) -> None:
+    """End every lease (and any other session-level advisory lock) `conn` holds."""
+    await conn.execute(text("SELECT pg_advisory_unlock_all()"))
 
 
 async def request_cancel(conn: AsyncConnection, job_id: str) -> JobRow | None:
@@ -176,34 +216,52 @@ async def request_cancel(conn: AsyncConnection, job_id: str) -> JobRow | None:
     return _row(row) if row else None
 
 
+CLAIM_CANDIDATES = 8
+
+
 async def claim(conn: AsyncConnection, worker: str, stale_after_s: float) -> JobRow | None:
-    """Take the oldest queued async job, or one whose worker stopped beating, for `worker`."""
-    row = (
-        (
-            await conn.execute(
-                text(
-                    "UPDATE ingest_jobs SET state = 'running', worker = :worker, attempts = attempts + 1, "
-                    "started_at = coalesce(started_at, now()), heartbeat_at = now(), updated_at = now() "
-                    "WHERE id = (SELECT id FROM ingest_jobs WHERE mode = 'async' AND (state = 'queued' OR "
-                    "(state = 'running' AND heartbeat_at < now() - make_interval(secs => :stale))) "
-                    f"ORDER BY created_at FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING {_COLUMNS}"
-                ),
-                {"worker": worker, "stale": stale_after_s},
-            )
-        )
-        .mappings()
-        .first()
+    """Take the oldest queued async job, or a running one whose heartbeat is stale and whose lease is free
+    (its worker is gone), for `worker`. Call it in a transaction on the connection that is to hold the
+    lease: the returned job's lease stays taken on `conn` until `end_lease`."""
+    candidates = await conn.execute(
+        text(
+            "SELECT id FROM ingest_jobs WHERE mode = 'async' AND (state = 'queued' OR (state = 'running' "
+            "AND heartbeat_at < now() - make_interval(secs => :stale))) "
+            "ORDER BY created_at FOR UPDATE SKIP LOCKED LIMIT :n"
+        ),
+        {"stale": stale_after_s, "n": CLAIM_CANDIDATES},
     )
-    return _row(row) if row else None
+    for (job_id,) in candidates.all():
+        if not await take_lease(conn, job_id):
+            continue  # its worker is alive (however late its heartbeat)
+        row = (
+            (
+                await conn.execute(
+                    text(
+                        "UPDATE ingest_jobs SET state = 'running', worker = :worker, attempts = attempts + 1, "
+                        "started_at = coalesce(started_at, now()), heartbeat_at = now(), updated_at = now() "
+                        f"WHERE id = :id RETURNING {_COLUMNS}"
+                    ),
+                    {"worker": worker, "id": job_id},
+                )
+            )
+            .mappings()
+            .one()
+        )
+        return _row(row)
+    return None
 
 
 async def fail_abandoned_sync(conn: AsyncConnection, stale_after_s: float) -> int:
-    """Synchronous inserts whose server died: their transaction rolled back, so say so and end them."""
+    """Synchronous inserts whose server died (stale heartbeat, free lease): their transaction rolled back,
+    so say so and end them."""
     result = await conn.execute(
         text(
+            "WITH stale AS MATERIALIZED (SELECT id FROM ingest_jobs WHERE mode = 'sync' AND state = 'running' "
+            "AND heartbeat_at < now() - make_interval(secs => :stale) FOR UPDATE SKIP LOCKED) "
             "UPDATE ingest_jobs SET state = 'failed', finished_at = now(), updated_at = now(), error = "
             "'interrupted: the server stopped while this insert was running; nothing of it was stored' "
-            "WHERE mode = 'sync' AND state = 'running' AND heartbeat_at < now() - make_interval(secs => :stale) "
+            f"WHERE id IN (SELECT id FROM stale WHERE pg_try_advisory_xact_lock({_LEASE_KEY.format('id')})) "
             "RETURNING id"
         ),
         {"stale": stale_after_s},
