@@ -2,8 +2,8 @@
 reads them. A blob is keyed by its SHA-256 and cut in parts of 1 MiB (no row holds a whole large file).
 Bytes a server kept on disk before are imported by the server that holds them, at its start.
 
-Revision ID: 0011_file_blobs
-Revises: 0010
+Revision ID: 0012_file_blobs
+Revises: 0011_vector_delta
 """
 
 import sqlalchemy as sa
