@@ -281,7 +281,7 @@ def test_agent_create_edit_and_chat_stream(console: tuple[httpx.Client, str], un
     assert kb in step["tool_input"] and "ferry" in step["observation"]
     output = next(c for c in chunks if c["kind"] == "output")
     assert "seven every morning" in output["answer"]
-    assert any(s.get("name") == kb for s in output["sources"]), output["sources"]
+    assert any(s.get("name") == f"mindsdb.{kb}" for s in output["sources"]), output["sources"]
     assert secret not in streamed.text
 
     empty = client.post(

@@ -93,8 +93,8 @@ def assert_labelled(page: Any) -> None:
 
 
 def test_kb_upload_job_search_and_agent_chat(page: Any, base_url: str, tmp_path: Path) -> None:
-    unique = uuid.uuid4().hex[:6]
-    kb, agent = f"browser_kb_{unique}", f"browser_agent_{unique}"
+    # plain names (they show in the screenshots): no other test uses them on the session's database
+    kb, agent = "lighthouse_kb", "keeper"
     page.goto(f"{base_url}/console")
     page.wait_for_selector("h1:has-text('Knowledge bases')")
     assert_labelled(page)
@@ -179,7 +179,7 @@ def test_kb_upload_job_search_and_agent_chat(page: Any, base_url: str, tmp_path:
 
 
 def test_data_source_register_and_tables(page: Any, base_url: str, tmp_path: Path) -> None:
-    name = f"browser_ds_{uuid.uuid4().hex[:6]}"
+    name = "fleet"
     db_file = tmp_path / "fleet.db"
     with sqlite3.connect(db_file) as conn:
         conn.execute("CREATE TABLE ships (name TEXT, tonnage INTEGER)")
