@@ -424,3 +424,14 @@ def test_an_expired_session_cookie_goes_back_to_the_login_form(secured: ServedAp
         assert "agentkb_console=;" in page.headers["set-cookie"] and "Max-Age=0" in page.headers["set-cookie"]
         client.cookies.set("agentkb_console", "not-a-session", domain="127.0.0.1", path="/console")
         assert client.get("/console/login").status_code == 200  # the form answers with a stale cookie too
+
+
+def test_the_readme_shows_the_console_screenshots(repo_root: Path) -> None:
+    readme = (repo_root / "README.md").read_text()
+    assert "http://127.0.0.1:47334/console" in readme
+    shown = set(re.findall(r"\]\((docs/console/[\w.-]+\.png)\)", readme))
+    kept = {str(p.relative_to(repo_root)) for p in (repo_root / "docs" / "console").glob("*.png")}
+    assert shown and shown == kept, (shown, kept)
+    browser_tests = (repo_root / "tests" / "test_console_browser.py").read_text()
+    for path in kept:  # each is taken by the browser tests (AGENTKB_CONSOLE_SCREENSHOTS)
+        assert f'"{Path(path).stem}"' in browser_tests, path
