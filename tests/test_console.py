@@ -178,19 +178,31 @@ def test_upload_job_search_browse_and_delete(console: tuple[httpx.Client, str], 
     assert client.get(f"/api/projects/mindsdb/knowledge_bases/{kb}").status_code == 404
 
 
-class _Hanging(http.server.BaseHTTPRequestHandler):
-    """A web page that never finishes answering (so a crawl of it runs until it is cancelled)."""
+class _Slow(http.server.BaseHTTPRequestHandler):
+    """A site of slow pages in a chain (each links to the next), so a deep crawl of it takes minutes."""
 
     def do_GET(self) -> None:
-        time.sleep(60)
+        if not self.path.startswith("/page"):
+            self.send_error(404)
+            return
+        time.sleep(8)  # under the crawler's 15 s page timeout
+        n = int(self.path.removeprefix("/page") or 0)
+        body = (
+            f"<html><body><p>Slow page number {n}.</p><a href='/page{n + 1}'>next</a></body></html>".encode()
+        )
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
     def log_message(self, *args: Any) -> None:
         pass
 
 
 @pytest.fixture()
-def hanging_site() -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hanging)
+def slow_site() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Slow)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -200,7 +212,7 @@ def hanging_site() -> Iterator[str]:
 
 
 def test_a_crawl_is_queued_and_can_be_cancelled(
-    console: tuple[httpx.Client, str], unique: str, hanging_site: str
+    console: tuple[httpx.Client, str], unique: str, slow_site: str
 ) -> None:
     client, csrf = console
     kb = f"console_crawl_{unique}"
@@ -213,12 +225,13 @@ def test_a_crawl_is_queued_and_can_be_cancelled(
     assert refused.status_code == 400, refused.text
     queued = client.post(
         f"/console/projects/mindsdb/knowledge_bases/{kb}/crawl",
-        data={"csrf_token": csrf, "urls": hanging_site, "crawl_depth": "0", "limit": "1"},
+        # a chain of slow pages: the job runs for minutes unless it is cancelled
+        data={"csrf_token": csrf, "urls": f"{slow_site}page0", "crawl_depth": "100", "limit": "100"},
     )
     assert queued.status_code == 200, queued.text
     job_id = latest_job(client, kb)
     job = client.get(f"/api/projects/mindsdb/knowledge_bases/{kb}/jobs/{job_id}").json()
-    assert job["state"] in ("queued", "running"), job
+    assert job["state"] in ("queued", "running"), json.dumps(job)
     assert f'action="/console/projects/mindsdb/knowledge_bases/{kb}/jobs/{job_id}/cancel"' in queued.text
     cancelled = client.post(
         f"/console/projects/mindsdb/knowledge_bases/{kb}/jobs/{job_id}/cancel", data={"csrf_token": csrf}
