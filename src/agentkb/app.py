@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
-from agentkb import __version__
+from agentkb import __version__, console
 from agentkb.api import (
     agents,
     auth,
@@ -83,11 +83,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(openai_compat.router)  # agents as OpenAI chat models
     app.state.mcp = MCPDoor(lambda: app.state.services, settings.host)  # MCP, streamable HTTP
     app.router.routes.extend(app.state.mcp.routes)
+    console.install(app)  # the web console at /console (not in the OpenAPI schema)
     document_security(app)
     # the last added runs first: request id and body limit, then authentication, then the rate limit
     if settings.rate_limit_per_min > 0:
         app.add_middleware(RateLimit, per_minute=settings.rate_limit_per_min)
-    app.add_middleware(Authenticate, public=public_paths(app))
+    app.add_middleware(Authenticate, public=public_paths(app) | console.PUBLIC_PATHS)
+    app.add_middleware(console.ConsoleSession)  # before Authenticate: the console's cookie as the credential
     app.add_middleware(
         RequestContext, max_body_bytes=settings.max_body_bytes, max_upload_bytes=settings.max_upload_bytes
     )
