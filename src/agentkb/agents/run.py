@@ -43,6 +43,7 @@ from pydantic_ai.usage import UsageLimits
 from agentkb.agents.events import Action, End, Error, ErrorType, Event, Output, Source, Start, Step
 from agentkb.agents.prompt import Conversation, parse_messages, system_prompt
 from agentkb.agents.providers import MissingCredentials, ProviderContext, build_model, model_settings
+from agentkb.agents.providers.extractive import QUOTED
 from agentkb.agents.structured import rows_of, rows_output
 from agentkb.agents.tools import AgentTools, ToolResult, ToolSpec
 from agentkb.agents.trace import RunTrace, TraceStep, public_model
@@ -115,6 +116,16 @@ def classify(exc: BaseException, provider: str, model_name: str) -> tuple[ErrorT
     if isinstance(exc, UnexpectedModelBehavior):
         return "general", f"{who} behaved unexpectedly: {exc}"
     return "general", f"The agent failed: {type(exc).__name__}: {exc}"
+
+
+def _quoted(response: ModelResponse) -> list[tuple[str, str]] | None:
+    """The chunks a model's answer quotes, as (kb name casefolded, chunk id), when it says (the extractive
+    model does, in `provider_details`); None otherwise."""
+    details = response.provider_details or {}
+    pairs = details.get(QUOTED)
+    if not isinstance(pairs, list):
+        return None
+    return [(str(kb).casefold(), str(chunk)) for kb, chunk in pairs]
 
 
 def _source(citation: Any) -> Source:
@@ -212,10 +223,11 @@ class _Runner:
                 finally:
                     usage = run.usage
                 output = run.result.output if run.result is not None else ""
+                quoted = _quoted(run.result.response) if run.result is not None else None
             rows = rows_of(output, self.columns)
             answer = output if rows is None else json.dumps(rows, default=str)
             self.trace.finish("completed", answer=answer)
-            final = self._output(answer, rows)
+            final = self._output(answer, rows, quoted)
         except UsageLimitExceeded:
             answer = f"I could not finish within {self.max_steps} steps."
             self.trace.finish("max_steps", answer=answer)
@@ -233,11 +245,22 @@ class _Runner:
         self.emit(final)
         self.queue.put_nowait(None)
 
-    def _output(self, answer: str, rows: list[dict[str, Any]] | None = None) -> Output:
+    def _output(
+        self,
+        answer: str,
+        rows: list[dict[str, Any]] | None = None,
+        quoted: list[tuple[str, str]] | None = None,
+    ) -> Output:
+        """The Output event. `quoted` (a model that says which chunks its answer quotes): the sources are
+        those chunks, in that order; else every source the run's tools cited."""
+        sources = self.sources
+        if quoted is not None:
+            by_chunk = {(str(s["name"]).casefold(), s["chunk_id"]): s for s in self.sources if s["chunk_id"]}
+            sources = [by_chunk[key] for key in dict.fromkeys(quoted) if key in by_chunk]
         return Output(
             answer=answer,
             rows=tuple(rows) if rows is not None else None,
-            sources=tuple(self.sources),
+            sources=tuple(sources),
             context=tuple(self.context),
             trace_id=self.trace.trace_id,
         )
