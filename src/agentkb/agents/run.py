@@ -40,6 +40,7 @@ from pydantic_ai.messages import ModelResponse, RetryFeedbackPart, TextPart, Too
 from pydantic_ai.tools import Tool
 from pydantic_ai.usage import UsageLimits
 
+from agentkb.agents.agent_cache import AgentCache, configuration_key
 from agentkb.agents.events import Action, End, Error, ErrorType, Event, Output, Source, Start, Step
 from agentkb.agents.prompt import Conversation, parse_messages, system_prompt
 from agentkb.agents.providers import MissingCredentials, ProviderContext, build_model, model_settings
@@ -151,8 +152,10 @@ class _Runner:
         max_steps: int,
         http_client: httpx2.AsyncClient,
         columns: tuple[str, ...] = (),
+        agents: AgentCache | None = None,
     ) -> None:
         self.agent = agent
+        self.agents = agents
         self.columns = columns
         self.conversation = conversation
         self.tools = tools
@@ -169,21 +172,52 @@ class _Runner:
     def emit(self, event: Event) -> None:
         self.queue.put_nowait(event)
 
-    def _tool(self, spec: ToolSpec) -> Tool[None]:
-        async def call(ctx: RunContext[None], tool_input: str) -> str:
-            started = time.perf_counter()
-            result = await self.tools.call(spec.name, tool_input)
-            self.results[ctx.tool_call_id or ""] = (result, round((time.perf_counter() - started) * 1000, 2))
-            return result.observation
+    async def call_tool(self, name: str, call_id: str | None, tool_input: str) -> str:
+        """Run one tool call for the model; its result (citations, context, timing) is kept for its Step."""
+        started = time.perf_counter()
+        result = await self.tools.call(name, tool_input)
+        self.results[call_id or ""] = (result, round((time.perf_counter() - started) * 1000, 2))
+        return result.observation
 
-        return Tool.from_schema(
-            call,
-            name=spec.name,
-            description=spec.description,
-            json_schema=_tool_schema(spec),
-            takes_ctx=True,
-            sequential=True,
+    def _agent(self) -> Agent[_Runner, Any]:
+        """The pydantic-ai agent of this run's configuration: from `agents` when it was built before."""
+        context = ProviderContext(
+            model=self.agent.model,
+            http_client=self.http_client,
+            kb_names=list(self.tools.kb_names),
+            table_names=list(self.tools.table_names),
         )
+        instructions = system_prompt(
+            self.agent.prompt_template, context.kb_names, context.table_names, self.conversation.system
+        )
+        output_type: Any = str
+        if self.columns:
+            output_type, asked = rows_output(self.columns)
+            instructions += "\n\n" + asked
+        specs = self.tools.specs()
+
+        def build() -> Agent[_Runner, Any]:
+            return Agent(
+                build_model(context),
+                deps_type=_Runner,
+                instructions=instructions,
+                tools=[_tool(spec) for spec in specs],
+                model_settings=model_settings(self.agent.model),
+                output_type=output_type,
+                retries=2,
+            )
+
+        if self.agents is None:
+            return build()
+        key = configuration_key(
+            self.agent.model,
+            instructions,
+            [(spec.name, spec.description, spec.input_description) for spec in specs],
+            self.columns,
+            context.kb_names,
+            context.table_names,
+        )
+        return self.agents.get(key, build)
 
     async def run(self) -> None:
         tid = self.trace.trace_id
@@ -191,30 +225,13 @@ class _Runner:
         final: Event
         try:
             await self.tools.resolve()
-            context = ProviderContext(
-                model=self.agent.model,
-                http_client=self.http_client,
-                kb_names=list(self.tools.kb_names),
-                table_names=list(self.tools.table_names),
-            )
-            instructions = system_prompt(
-                self.agent.prompt_template, context.kb_names, context.table_names, self.conversation.system
-            )
-            output_type: Any = str
-            if self.columns:
-                output_type, asked = rows_output(self.columns)
-                instructions += "\n\n" + asked
-            agent: Agent[None, Any] = Agent(
-                build_model(context),
-                instructions=instructions,
-                tools=[self._tool(spec) for spec in self.tools.specs()],
-                model_settings=model_settings(self.agent.model),
-                output_type=output_type,
-                retries=2,
-            )
+            agent = self._agent()
             limits = UsageLimits(tool_calls_limit=self.max_steps, request_limit=self.max_steps + 5)
             async with agent.iter(
-                self.conversation.prompt, message_history=self.conversation.history, usage_limits=limits
+                self.conversation.prompt,
+                message_history=self.conversation.history,
+                usage_limits=limits,
+                deps=self,
             ) as run:
                 try:
                     async for node in run:
@@ -274,7 +291,7 @@ class _Runner:
             "duration_ms": self.trace.elapsed_ms(),
         }
 
-    async def _call_tools(self, node: CallToolsNode[None, Any], ctx: Any) -> None:
+    async def _call_tools(self, node: CallToolsNode[_Runner, Any], ctx: Any) -> None:
         """Stream one model response's tool calls: Action before each tool runs, Step right after.
         Calls run one at a time (`sequential`); an Action waits until the previous call's Step."""
         logs = _logs(node.model_response)
@@ -358,6 +375,20 @@ class _Runner:
         )
 
 
+def _tool(spec: ToolSpec) -> Tool[_Runner]:
+    async def call(ctx: RunContext[_Runner], tool_input: str) -> str:
+        return await ctx.deps.call_tool(spec.name, ctx.tool_call_id, tool_input)
+
+    return Tool.from_schema(
+        call,
+        name=spec.name,
+        description=spec.description,
+        json_schema=_tool_schema(spec),
+        takes_ctx=True,
+        sequential=True,
+    )
+
+
 async def _stop(task: asyncio.Task[None]) -> None:
     """Cancel the producer and wait (shielded from the caller's own cancellation) for it to unwind."""
     if not task.done():
@@ -378,11 +409,13 @@ async def run_agent(
     http_client: httpx2.AsyncClient,
     trace: RunTrace | None = None,
     columns: tuple[str, ...] = (),
+    agents: AgentCache | None = None,
 ) -> AsyncGenerator[Event, None]:
     """Run `agent` on `messages` and yield its events. Raises BadRequest (before the first event) when the
     messages hold no question. Pass `trace` to keep the run's trace; it is complete once End is yielded
     or the generator is closed (status "cancelled" if the run had not finished). `columns` asks the model for
-    its answer as rows with those columns (`structured.py`); Output.rows carries them."""
+    its answer as rows with those columns (`structured.py`); Output.rows carries them. `agents` keeps the
+    pydantic-ai agents built for earlier runs (`agent_cache.py`); without it each run builds its own."""
     conversation = parse_messages(messages)
     if trace is None:
         trace = RunTrace(agent.id, agent.project_id, conversation.prompt, public_model(agent.model))
@@ -396,6 +429,7 @@ async def run_agent(
         max_steps=max_steps,
         http_client=http_client,
         columns=columns,
+        agents=agents,
     )
     yield Start(prompt=conversation.prompt, trace_id=trace.trace_id)
     task = asyncio.create_task(runner.run(), name=f"agent-run-{trace.trace_id}")

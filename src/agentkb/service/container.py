@@ -57,7 +57,9 @@ class Services:
     metrics: MetricsService
 
     async def aclose(self) -> None:
-        """Give back what the services hold (data-source engines, embedder and search HTTP clients)."""
+        """Give back what the services hold (data-source engines, embedder and search HTTP clients); store the
+        agent run traces not yet stored."""
+        await self.completions.aclose()
         self.data_sources.close()
         await self.embedders.aclose()
         await self.search.aclose()
