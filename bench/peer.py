@@ -46,13 +46,52 @@ import httpx
 
 from bench.agent import Client, chunk_kinds
 from bench.common import TextGenerator, print_table, rate, summary_ms, write_result
-from bench.stubs import bench_stub, kb_tool_then_answer
-from tests.openai_stub import OpenAIStub
+from bench.stubs import bench_stub, kb_tool_then_answer, last_user_text
+from tests.openai_stub import CHAT_ANSWER, OpenAIStub, Reply
 
 PROJECT = "mindsdb"
 KB = "bench_peer_kb"
 AGENT = "bench_peer_agent"
 SEED = 41
+
+
+def chat_script(kb: str) -> Any:
+    """The scripted LLM of both servers. agentkb's agent (it offers `kb_query_tool`): one `kb_query_tool`
+    call, then the answer (`kb_tool_then_answer`). MindsDB 26.1's agent (pydantic-ai output tools named
+    `final_result`: its LLM check, a plan, then an `AgentResponse`): the output tool called with the fields
+    its schema asks for, the SQL being `SELECT * FROM <kb> WHERE content = '<question>' LIMIT 5` as a
+    final query, so that each run is, on both, two model requests and one KB search."""
+    agentkb = kb_tool_then_answer(kb)
+
+    def script(body: dict[str, Any]) -> Reply:
+        tools = {t["function"]["name"]: t["function"] for t in body.get("tools") or [] if "function" in t}
+        output = next((f for name, f in tools.items() if name.startswith("final_result")), None)
+        if output is None:
+            return agentkb(body)
+        prompt = last_user_text(body)
+        question = prompt.rsplit("answer the question:\n", 1)[-1].split("\n\n")[0]
+        question = " ".join(question.split()).replace("'", "") or "benchmark"
+        values = {
+            "text": CHAT_ANSWER,
+            "plan": f"Search {kb} for the question.",
+            "estimated_steps": 1,
+            "sql_query": f"SELECT * FROM {kb} WHERE content = '{question}' LIMIT 5",
+            "short_description": "search the knowledge base",
+            "type": "final_query",
+        }
+        fields = (output.get("parameters") or {}).get("properties") or {}
+        arguments = {k: values.get(k, 1 if v.get("type") == "integer" else "x") for k, v in fields.items()}
+        return Reply(tool_calls=((output["name"], arguments),))
+
+    return script
+
+
+def _kinds(chunks: list[Any]) -> list[str]:
+    """agentkb's chunk kinds (`chunk_kinds`), else a chunk's own `type` (MindsDB 26.1: status, context, data)."""
+    return [
+        kind if kind != "?" or not isinstance(chunk, dict) else str(chunk.get("type") or "?")
+        for kind, chunk in zip(chunk_kinds(chunks), chunks, strict=True)
+    ]
 
 
 def _ok(response: httpx.Response, what: str) -> httpx.Response:
@@ -199,8 +238,8 @@ def workload(
                     first.append(t["first_data_s"])
                 if t["end_s"] is not None:
                     end.append(t["end_s"])
-                kinds = chunk_kinds(t["chunks"])
-                outputs += "output" in kinds
+                kinds = _kinds(t["chunks"])
+                outputs += "output" in kinds or "data" in kinds  # an answer: agentkb's output, MindsDB's data
                 sequences[",".join(kinds)] = sequences.get(",".join(kinds), 0) + 1
         finally:
             streamer.close()
@@ -334,6 +373,7 @@ def detail_table(
         ("SQL KB search (queries/s)", lambda r: r["search"]["qps"]),
         ("stream: first data: line p50 (ms)", lambda r: r["stream"]["start"]["p50_ms"]),
         ("stream: end chunk p95 (ms)", lambda r: r["stream"]["end"]["p95_ms"]),
+        ("stream: runs with an answer", lambda r: r["stream"]["with_output"]),
         ("stream: chunk sequences", lambda r: r["stream"]["chunk_sequences"]),
     ]
     return [
@@ -383,7 +423,7 @@ def main(argv: list[str]) -> None:
     results: dict[str, Any] = {}
     work = (rows, args.batch, queries, args.completions, questions)
     with bench_stub(
-        chat_script=kb_tool_then_answer(f"{PROJECT}.{KB}"),
+        chat_script=chat_script(f"{PROJECT}.{KB}"),
         bind=args.stub_host,
         public_host=args.stub_public_host,
     ) as stub:
