@@ -474,6 +474,12 @@ def main(argv: list[str]) -> None:
             "results": results,
             "table": table,
             "details": details,
+            "note": (
+                f"Both servers in one run, the same instant stubs; peer: {peer_name or 'none'}. Load average "
+                f"{load_before} before and {load_after} after the run (the machine is shared: compare the "
+                "ratios, not the figures). agentkb advantage: the peer's latency over agentkb's, agentkb's "
+                "throughput over the peer's."
+            ),
         },
         variant="quick" if args.quick else None,
     )
