@@ -1,12 +1,15 @@
-"""agentkb against a MindsDB-compatible peer: the same HTTP workload on both, with the same instant stubs.
+"""agentkb against a MindsDB-compatible peer: the same HTTP workload on both, with the same instant stubs,
+in one run, and the ratios.
 
-The workload, run against agentkb (`agentkb serve`, fresh data directory) and, with `--peer-url`, against
-any server speaking MindsDB's HTTP API (e.g. MindsDB itself, already running):
+The workload, run against agentkb (`agentkb serve`, fresh data directory) and against the peer: a server
+speaking MindsDB's HTTP API given with `--peer-url` (already running), or MindsDB itself started and stopped
+by this benchmark with `--mindsdb DIR` (DIR holds `mindsdb-venv/`, a virtualenv with `mindsdb[kb]`, and
+`mindsdb-data/config.json`, whose HTTP API listens on `--mindsdb-port`, default 47335):
 
 1. create a knowledge base whose `embedding_model` is the instant stub embedder
    (`{"provider": "openai", "model_name": "stub", "base_url": <stub>/v1, "api_key": "x", "dimensions": 384}`);
 2. insert `--rows` generated rows (default 10,000; --quick 2,000; ~500 characters each) in PUTs of
-   `--batch` rows (1,000);
+   `--batch` rows (1,000), then insert the same rows again (nothing changed);
 3. `--searches` KB searches (200), one at a time, through `POST /api/sql/query`
    `SELECT * FROM mindsdb.<kb> WHERE content = '...' LIMIT 10`;
 4. create an agent over the KB whose model is the scripted stub LLM (`{"provider": "openai",
@@ -15,30 +18,80 @@ any server speaking MindsDB's HTTP API (e.g. MindsDB itself, already running):
 
 Both servers talk to the same stubs (one process, a thread of this one), so the stubs must be reachable
 from the peer: `--stub-host 0.0.0.0 --stub-public-host <this machine's address>` when the peer runs
-elsewhere (in a container: e.g. `host.docker.internal`). Without `--peer-url` only agentkb is measured
-and the peer column says so.
+elsewhere (in a container: e.g. `host.docker.internal`). Without a peer only agentkb is measured and the
+peer column says so. The peer's knowledge base embeds with `{"provider": "openai", "model_name": "stub",
+"api_key": "sk-x", "base_url": <stub>/v1}` (MindsDB 26.1 takes no `dimensions`).
 
-    python -m bench peer [--peer-url http://127.0.0.1:47334] [--rows 10000] [--quick] [--stub-host H]
+The table: insert rows/s, re-insert of unchanged rows rows/s, SQL KB search p50, streamed completion p50
+(request to the `end` chunk), each with agentkb's advantage (× faster: the peer's latency over agentkb's,
+agentkb's throughput over the peer's). The other measures go to the result file's `details`.
+
+    python -m bench peer [--mindsdb /work/scratch | --peer-url http://127.0.0.1:47334] [--rows 10000]
+                         [--quick] [--stub-host H]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
+import subprocess
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 
 from bench.agent import Client, chunk_kinds
 from bench.common import TextGenerator, print_table, rate, summary_ms, write_result
-from bench.stubs import bench_stub, kb_tool_then_answer
-from tests.openai_stub import OpenAIStub
+from bench.stubs import bench_stub, kb_tool_then_answer, last_user_text
+from tests.openai_stub import CHAT_ANSWER, OpenAIStub, Reply
 
 PROJECT = "mindsdb"
 KB = "bench_peer_kb"
 AGENT = "bench_peer_agent"
 SEED = 41
+
+
+def chat_script(kb: str) -> Any:
+    """The scripted LLM of both servers. agentkb's agent (it offers `kb_query_tool`): one `kb_query_tool`
+    call, then the answer (`kb_tool_then_answer`). MindsDB 26.1's agent (pydantic-ai output tools named
+    `final_result`: its LLM check, a plan, then an `AgentResponse`): the output tool called with the fields
+    its schema asks for, the SQL being `SELECT * FROM <kb> WHERE content = '<question>' LIMIT 5` as a
+    final query, so that each run is, on both, two model requests and one KB search."""
+    agentkb = kb_tool_then_answer(kb)
+
+    def script(body: dict[str, Any]) -> Reply:
+        tools = {t["function"]["name"]: t["function"] for t in body.get("tools") or [] if "function" in t}
+        output = next((f for name, f in tools.items() if name.startswith("final_result")), None)
+        if output is None:
+            return agentkb(body)
+        prompt = last_user_text(body)
+        question = prompt.rsplit("answer the question:\n", 1)[-1].split("\n\n")[0]
+        question = " ".join(question.split()).replace("'", "") or "benchmark"
+        values = {
+            "text": CHAT_ANSWER,
+            "plan": f"Search {kb} for the question.",
+            "estimated_steps": 1,
+            "sql_query": f"SELECT * FROM {kb} WHERE content = '{question}' LIMIT 5",
+            "short_description": "search the knowledge base",
+            "type": "final_query",
+        }
+        fields = (output.get("parameters") or {}).get("properties") or {}
+        arguments = {k: values.get(k, 1 if v.get("type") == "integer" else "x") for k, v in fields.items()}
+        return Reply(tool_calls=((output["name"], arguments),))
+
+    return script
+
+
+def _kinds(chunks: list[Any]) -> list[str]:
+    """agentkb's chunk kinds (`chunk_kinds`), else a chunk's own `type` (MindsDB 26.1: status, context, data)."""
+    return [
+        kind if kind != "?" or not isinstance(chunk, dict) else str(chunk.get("type") or "?")
+        for kind, chunk in zip(chunk_kinds(chunks), chunks, strict=True)
+    ]
 
 
 def _ok(response: httpx.Response, what: str) -> httpx.Response:
@@ -67,6 +120,7 @@ def workload(
     queries: list[str],
     completions: int,
     questions: list[str],
+    embedding_model: dict[str, Any],
 ) -> dict[str, Any]:
     """The workload against one server at `base`; timings and checks."""
     out: dict[str, Any] = {}
@@ -84,7 +138,7 @@ def workload(
                 json={
                     "knowledge_base": {
                         "name": KB,
-                        "embedding_model": stub.embedding_model(),
+                        "embedding_model": embedding_model,
                         "id_column": "id",
                         "content_columns": ["body"],
                         "metadata_columns": ["topic"],
@@ -115,6 +169,26 @@ def workload(
         }
         print(
             f"    inserted {len(rows):,} rows in {seconds:.1f}s ({out['insert']['rows_per_s']} rows/s)",
+            flush=True,
+        )
+
+        embeds = stub.texts
+        started = time.perf_counter()
+        for start in range(0, len(rows), batch):
+            _ok(
+                client.put(f"{kbs}/{KB}", json={"knowledge_base": {"rows": rows[start : start + batch]}}),
+                "re-insert",
+            )
+        seconds = time.perf_counter() - started
+        out["reinsert"] = {
+            "rows": len(rows),
+            "seconds": round(seconds, 3),
+            "rows_per_s": rate(len(rows), seconds),
+            "stub_texts_embedded": stub.texts - embeds,
+        }
+        print(
+            f"    re-inserted {len(rows):,} unchanged rows in {seconds:.1f}s "
+            f"({out['reinsert']['rows_per_s']} rows/s)",
             flush=True,
         )
 
@@ -164,8 +238,8 @@ def workload(
                     first.append(t["first_data_s"])
                 if t["end_s"] is not None:
                     end.append(t["end_s"])
-                kinds = chunk_kinds(t["chunks"])
-                outputs += "output" in kinds
+                kinds = _kinds(t["chunks"])
+                outputs += "output" in kinds or "data" in kinds  # an answer: agentkb's output, MindsDB's data
                 sequences[",".join(kinds)] = sequences.get(",".join(kinds), 0) + 1
         finally:
             streamer.close()
@@ -188,15 +262,140 @@ def workload(
     return out
 
 
+@contextlib.contextmanager
+def mindsdb_server(home: Path, port: int, startup_timeout: float = 300.0) -> Iterator[str]:
+    """MindsDB from `home/mindsdb-venv`, HTTP API only, with `home/mindsdb-data` (config.json, storage):
+    started in a session of its own, ready once `/api/status` answers, stopped at the end (SIGTERM to the
+    process and its children, which a SIGTERM to the main process alone would orphan; SIGKILL after 30 s)."""
+    python = home / "mindsdb-venv" / "bin" / "python"
+    data = home / "mindsdb-data"
+    if not python.exists() or not (data / "config.json").exists():
+        raise SystemExit(f"--mindsdb {home}: expected {python} and {data / 'config.json'}")
+    log = (data / "log.txt").open("ab")
+    proc = subprocess.Popen(
+        [str(python), "-m", "mindsdb", "--api=http", "--no_studio", f"--config={data / 'config.json'}"],
+        cwd=data,
+        env={**os.environ, "MINDSDB_STORAGE_DIR": str(data)},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + startup_timeout
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"MindsDB exited with {proc.returncode}; see {data / 'log.txt'}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{base}/api/status", timeout=2).status_code == 200:
+                    break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"MindsDB did not answer within {startup_timeout:g}s")
+            time.sleep(1)
+        print(f"  MindsDB (pid {proc.pid}) ready at {base}", flush=True)
+        yield base
+    finally:
+        _stop_tree(proc)
+        log.close()
+
+
+def _stop_tree(proc: subprocess.Popen[bytes]) -> None:
+    children = subprocess.run(
+        ["ps", "-o", "pid=", "--ppid", str(proc.pid)], capture_output=True, text=True, check=False
+    ).stdout.split()
+    pids = [proc.pid, *map(int, children)]
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    alive = pids
+    while alive and time.monotonic() < deadline:
+        proc.poll()
+        alive = [pid for pid in pids if _alive(pid)]
+        time.sleep(0.5)
+    for pid in alive:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    proc.wait()
+
+
+def _alive(pid: int) -> bool:
+    state = subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True, check=False)
+    return bool(state.stdout.strip()) and not state.stdout.strip().startswith("Z")
+
+
+def peer_embedding_model(stub: OpenAIStub) -> dict[str, Any]:
+    """The stub embedder as MindsDB 26.1 takes it (no `dimensions`)."""
+    return {"provider": "openai", "model_name": "stub", "api_key": "sk-x", "base_url": stub.url}
+
+
+def ratio_table(
+    a: dict[str, Any], p: dict[str, Any] | None, n: int, args: argparse.Namespace
+) -> list[dict[str, Any]]:
+    """The four headline measures, with agentkb's advantage (× faster) where the peer was measured."""
+    measures = [
+        (f"insert {n:,} rows, PUTs of {args.batch:,} (rows/s)", lambda r: r["insert"]["rows_per_s"], True),
+        (f"re-insert the {n:,} unchanged rows (rows/s)", lambda r: r["reinsert"]["rows_per_s"], True),
+        (f"SQL KB search p50 (ms), {args.searches} sequential", lambda r: r["search"]["p50_ms"], False),
+        (
+            f"streamed completion p50 (ms, request to end chunk), {args.completions} runs",
+            lambda r: r["stream"]["end"]["p50_ms"],
+            False,
+        ),
+    ]
+    table = []
+    for label, get, higher_is_better in measures:
+        mine, theirs = get(a), get(p) if p else None
+        advantage: Any = "n/a"
+        if mine and theirs:
+            advantage = round(mine / theirs if higher_is_better else theirs / mine, 2)
+        table.append(
+            {
+                "measure": label,
+                "agentkb": mine,
+                "peer": theirs if p else "not measured",
+                "agentkb advantage (×)": advantage,
+            }
+        )
+    return table
+
+
+def detail_table(
+    a: dict[str, Any], p: dict[str, Any] | None, args: argparse.Namespace
+) -> list[dict[str, Any]]:
+    metrics = [
+        ("create KB (ms)", lambda r: r["create_kb_ms"]),
+        ("insert: one PUT p50 (ms)", lambda r: r["insert"]["put"]["p50_ms"]),
+        ("insert: texts embedded", lambda r: r["insert"]["stub_texts_embedded"]),
+        ("re-insert: texts embedded", lambda r: r["reinsert"]["stub_texts_embedded"]),
+        ("SQL KB search p95 (ms)", lambda r: r["search"]["p95_ms"]),
+        ("SQL KB search (queries/s)", lambda r: r["search"]["qps"]),
+        ("stream: first data: line p50 (ms)", lambda r: r["stream"]["start"]["p50_ms"]),
+        ("stream: end chunk p95 (ms)", lambda r: r["stream"]["end"]["p95_ms"]),
+        ("stream: runs with an answer", lambda r: r["stream"]["with_output"]),
+        ("stream: chunk sequences", lambda r: r["stream"]["chunk_sequences"]),
+    ]
+    return [
+        {"measure": label, "agentkb": get(a), "peer": get(p) if p else "not measured"}
+        for label, get in metrics
+    ]
+
+
 def main(argv: list[str]) -> None:
     from bench.ingest import make_rows
     from bench.search import make_queries
     from bench.server import agentkb_server, cpu_delta, cpu_seconds
 
     parser = argparse.ArgumentParser(prog="python -m bench peer", description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--peer-url", help="base URL of a running MindsDB-compatible server (none: agentkb only)"
+    peer = parser.add_mutually_exclusive_group()
+    peer.add_argument("--peer-url", help="base URL of a running MindsDB-compatible server")
+    peer.add_argument(
+        "--mindsdb",
+        type=Path,
+        help="start (and at the end stop) MindsDB from this folder (mindsdb-venv/, mindsdb-data/config.json)",
     )
+    parser.add_argument("--mindsdb-port", type=int, default=47335, help="the HTTP port in its config.json")
     parser.add_argument("--rows", type=int, help="rows to insert (default 10,000; --quick 2,000)")
     parser.add_argument("--batch", type=int, default=1000, help="rows per PUT")
     parser.add_argument("--searches", type=int, default=200)
@@ -214,15 +413,17 @@ def main(argv: list[str]) -> None:
     rows = make_rows(texts)
     queries = [q.replace("'", "") for q in make_queries(texts, args.searches, seed=SEED + 1)]
     questions = [q.replace("'", "") for q in make_queries(texts, args.completions + 1, seed=SEED + 2)]
+    peer_name = args.peer_url or (f"MindsDB from {args.mindsdb}" if args.mindsdb else None)
     print(
-        f"peer: {n:,} rows in PUTs of {args.batch:,}, {args.searches} SQL KB searches, {args.completions} streamed "
-        f"completions; peer {args.peer_url or 'not given'}",
+        f"peer: {n:,} rows in PUTs of {args.batch:,} (twice), {args.searches} SQL KB searches, "
+        f"{args.completions} streamed completions; peer {peer_name or 'not given'}",
         flush=True,
     )
 
     results: dict[str, Any] = {}
+    work = (rows, args.batch, queries, args.completions, questions)
     with bench_stub(
-        chat_script=kb_tool_then_answer(f"{PROJECT}.{KB}"),
+        chat_script=chat_script(f"{PROJECT}.{KB}"),
         bind=args.stub_host,
         public_host=args.stub_public_host,
     ) as stub:
@@ -230,76 +431,57 @@ def main(argv: list[str]) -> None:
         print("  agentkb:", flush=True)
         with agentkb_server() as base:
             cpu = cpu_seconds(base)
-            results["agentkb"] = workload(base, stub, rows, args.batch, queries, args.completions, questions)
+            results["agentkb"] = workload(base, stub, *work, stub.embedding_model())
             results["agentkb"]["server_cpu_s"] = cpu_delta(cpu, cpu_seconds(base))
-        if args.peer_url:
-            print(f"  peer {args.peer_url}:", flush=True)
-            peer_base = args.peer_url.rstrip("/")
-            status = httpx.get(f"{peer_base}/api/status", timeout=30)
-            results["peer"] = workload(
-                peer_base, stub, rows, args.batch, queries, args.completions, questions
-            )
-            results["peer"]["status"] = status.json() if status.status_code == 200 else status.status_code
+        server = (
+            mindsdb_server(args.mindsdb, args.mindsdb_port)
+            if args.mindsdb
+            else contextlib.nullcontext(args.peer_url.rstrip("/") if args.peer_url else None)
+        )
+        with server as peer_base:
+            if peer_base:
+                print(f"  peer {peer_base}:", flush=True)
+                status = httpx.get(f"{peer_base}/api/status", timeout=30)
+                results["peer"] = workload(peer_base, stub, *work, peer_embedding_model(stub))
+                results["peer"]["status"] = status.json() if status.status_code == 200 else status.status_code
 
     a, p = results["agentkb"], results.get("peer")
-    metrics = [
-        ("create KB (ms)", lambda r: r["create_kb_ms"], "lower"),
-        (
-            f"insert {n:,} rows, PUTs of {args.batch:,} (rows/s)",
-            lambda r: r["insert"]["rows_per_s"],
-            "higher",
-        ),
-        ("insert: one PUT p50 (ms)", lambda r: r["insert"]["put"]["p50_ms"], "lower"),
-        (
-            f"SQL KB search LIMIT 10 p50 (ms), {args.searches} sequential",
-            lambda r: r["search"]["p50_ms"],
-            "lower",
-        ),
-        ("SQL KB search p95 (ms)", lambda r: r["search"]["p95_ms"], "lower"),
-        ("SQL KB search (queries/s)", lambda r: r["search"]["qps"], "higher"),
-        (
-            f"stream: first data: line p50 (ms), {args.completions} runs",
-            lambda r: r["stream"]["start"]["p50_ms"],
-            "lower",
-        ),
-        ("stream: end chunk p50 (ms)", lambda r: r["stream"]["end"]["p50_ms"], "lower"),
-        ("stream: end chunk p95 (ms)", lambda r: r["stream"]["end"]["p95_ms"], "lower"),
-    ]
-    table = []
-    for label, get, better in metrics:
-        mine = get(a)
-        theirs = get(p) if p else None
-        ratio = round(mine / theirs, 3) if theirs else None
-        table.append(
-            {
-                "measure": label,
-                "agentkb": mine,
-                "peer": theirs if p else "not measured",
-                "agentkb / peer": ratio if ratio is not None else "n/a",
-                "agentkb better when": "ratio > 1" if better == "higher" else "ratio < 1",
-            }
-        )
-    print_table(f"peer: agentkb vs {args.peer_url or '(no peer)'}, same workload, same instant stubs", table)
-    print(f"\nmachine: {os.cpu_count()} CPUs (load average before the run: {load_before})")
+    table = ratio_table(a, p, n, args)
+    details = detail_table(a, p, args)
+    load_after = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print_table(f"peer: agentkb vs {peer_name or '(no peer)'}, same workload, same instant stubs", table)
+    print_table("details", details)
+    print(
+        f"\nmachine: {os.cpu_count()} CPUs (load average before the run: {load_before}; after: {load_after})"
+    )
     if not p:
         print(
-            "\nthe peer was not measured (no --peer-url): agentkb only. Start a MindsDB-compatible server and "
-            "pass --peer-url to compare."
+            "\nthe peer was not measured: agentkb only. Pass --mindsdb DIR (MindsDB installed there) or "
+            "--peer-url (a running MindsDB-compatible server) to compare."
         )
     write_result(
         "peer",
         {
             "quick": args.quick,
             "load_average_before": load_before,
+            "load_average_after": load_after,
             "rows": n,
             "batch": args.batch,
             "searches": args.searches,
             "completions": args.completions,
-            "peer_url": args.peer_url,
+            "peer": peer_name,
             "peer_measured": bool(p),
             "results": results,
             "table": table,
+            "details": details,
+            "note": (
+                f"Both servers in one run, the same instant stubs; peer: {peer_name or 'none'}. Load average "
+                f"{load_before} before and {load_after} after the run (the machine is shared: compare the "
+                "ratios, not the figures). agentkb advantage: the peer's latency over agentkb's, agentkb's "
+                "throughput over the peer's."
+            ),
         },
+        variant="quick" if args.quick else None,
     )
 
 

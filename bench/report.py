@@ -67,5 +67,9 @@ def main(argv: list[str]) -> None:
             ]
             out += _table(rows) if rows else ["(no table)"]
             out.append("")
+            if data.get("details"):
+                out += ["Details:", "", *_table(data["details"]), ""]
+            if data.get("note"):
+                out += [data["note"], ""]
     DOC.write_text("\n".join(out))
     print(f"wrote {DOC}")

@@ -40,9 +40,11 @@ from pydantic_ai.messages import ModelResponse, RetryFeedbackPart, TextPart, Too
 from pydantic_ai.tools import Tool
 from pydantic_ai.usage import UsageLimits
 
+from agentkb.agents.agent_cache import AgentCache, configuration_key
 from agentkb.agents.events import Action, End, Error, ErrorType, Event, Output, Source, Start, Step
 from agentkb.agents.prompt import Conversation, parse_messages, system_prompt
 from agentkb.agents.providers import MissingCredentials, ProviderContext, build_model, model_settings
+from agentkb.agents.providers.extractive import QUOTED
 from agentkb.agents.structured import rows_of, rows_output
 from agentkb.agents.tools import AgentTools, ToolResult, ToolSpec
 from agentkb.agents.trace import RunTrace, TraceStep, public_model
@@ -117,6 +119,16 @@ def classify(exc: BaseException, provider: str, model_name: str) -> tuple[ErrorT
     return "general", f"The agent failed: {type(exc).__name__}: {exc}"
 
 
+def _quoted(response: ModelResponse) -> list[tuple[str, str]] | None:
+    """The chunks a model's answer quotes, as (kb name casefolded, chunk id), when it says (the extractive
+    model does, in `provider_details`); None otherwise."""
+    details = response.provider_details or {}
+    pairs = details.get(QUOTED)
+    if not isinstance(pairs, list):
+        return None
+    return [(str(kb).casefold(), str(chunk)) for kb, chunk in pairs]
+
+
 def _source(citation: Any) -> Source:
     return {
         "kind": citation.kind,
@@ -140,8 +152,10 @@ class _Runner:
         max_steps: int,
         http_client: httpx2.AsyncClient,
         columns: tuple[str, ...] = (),
+        agents: AgentCache | None = None,
     ) -> None:
         self.agent = agent
+        self.agents = agents
         self.columns = columns
         self.conversation = conversation
         self.tools = tools
@@ -158,21 +172,52 @@ class _Runner:
     def emit(self, event: Event) -> None:
         self.queue.put_nowait(event)
 
-    def _tool(self, spec: ToolSpec) -> Tool[None]:
-        async def call(ctx: RunContext[None], tool_input: str) -> str:
-            started = time.perf_counter()
-            result = await self.tools.call(spec.name, tool_input)
-            self.results[ctx.tool_call_id or ""] = (result, round((time.perf_counter() - started) * 1000, 2))
-            return result.observation
+    async def call_tool(self, name: str, call_id: str | None, tool_input: str) -> str:
+        """Run one tool call for the model; its result (citations, context, timing) is kept for its Step."""
+        started = time.perf_counter()
+        result = await self.tools.call(name, tool_input)
+        self.results[call_id or ""] = (result, round((time.perf_counter() - started) * 1000, 2))
+        return result.observation
 
-        return Tool.from_schema(
-            call,
-            name=spec.name,
-            description=spec.description,
-            json_schema=_tool_schema(spec),
-            takes_ctx=True,
-            sequential=True,
+    def _agent(self) -> Agent[_Runner, Any]:
+        """The pydantic-ai agent of this run's configuration: from `agents` when it was built before."""
+        context = ProviderContext(
+            model=self.agent.model,
+            http_client=self.http_client,
+            kb_names=list(self.tools.kb_names),
+            table_names=list(self.tools.table_names),
         )
+        instructions = system_prompt(
+            self.agent.prompt_template, context.kb_names, context.table_names, self.conversation.system
+        )
+        output_type: Any = str
+        if self.columns:
+            output_type, asked = rows_output(self.columns)
+            instructions += "\n\n" + asked
+        specs = self.tools.specs()
+
+        def build() -> Agent[_Runner, Any]:
+            return Agent(
+                build_model(context),
+                deps_type=_Runner,
+                instructions=instructions,
+                tools=[_tool(spec) for spec in specs],
+                model_settings=model_settings(self.agent.model),
+                output_type=output_type,
+                retries=2,
+            )
+
+        if self.agents is None:
+            return build()
+        key = configuration_key(
+            self.agent.model,
+            instructions,
+            [(spec.name, spec.description, spec.input_description) for spec in specs],
+            self.columns,
+            context.kb_names,
+            context.table_names,
+        )
+        return self.agents.get(key, build)
 
     async def run(self) -> None:
         tid = self.trace.trace_id
@@ -180,30 +225,13 @@ class _Runner:
         final: Event
         try:
             await self.tools.resolve()
-            context = ProviderContext(
-                model=self.agent.model,
-                http_client=self.http_client,
-                kb_names=list(self.tools.kb_names),
-                table_names=list(self.tools.table_names),
-            )
-            instructions = system_prompt(
-                self.agent.prompt_template, context.kb_names, context.table_names, self.conversation.system
-            )
-            output_type: Any = str
-            if self.columns:
-                output_type, asked = rows_output(self.columns)
-                instructions += "\n\n" + asked
-            agent: Agent[None, Any] = Agent(
-                build_model(context),
-                instructions=instructions,
-                tools=[self._tool(spec) for spec in self.tools.specs()],
-                model_settings=model_settings(self.agent.model),
-                output_type=output_type,
-                retries=2,
-            )
+            agent = self._agent()
             limits = UsageLimits(tool_calls_limit=self.max_steps, request_limit=self.max_steps + 5)
             async with agent.iter(
-                self.conversation.prompt, message_history=self.conversation.history, usage_limits=limits
+                self.conversation.prompt,
+                message_history=self.conversation.history,
+                usage_limits=limits,
+                deps=self,
             ) as run:
                 try:
                     async for node in run:
@@ -212,10 +240,11 @@ class _Runner:
                 finally:
                     usage = run.usage
                 output = run.result.output if run.result is not None else ""
+                quoted = _quoted(run.result.response) if run.result is not None else None
             rows = rows_of(output, self.columns)
             answer = output if rows is None else json.dumps(rows, default=str)
             self.trace.finish("completed", answer=answer)
-            final = self._output(answer, rows)
+            final = self._output(answer, rows, quoted)
         except UsageLimitExceeded:
             answer = f"I could not finish within {self.max_steps} steps."
             self.trace.finish("max_steps", answer=answer)
@@ -233,11 +262,22 @@ class _Runner:
         self.emit(final)
         self.queue.put_nowait(None)
 
-    def _output(self, answer: str, rows: list[dict[str, Any]] | None = None) -> Output:
+    def _output(
+        self,
+        answer: str,
+        rows: list[dict[str, Any]] | None = None,
+        quoted: list[tuple[str, str]] | None = None,
+    ) -> Output:
+        """The Output event. `quoted` (a model that says which chunks its answer quotes): the sources are
+        those chunks, in that order; else every source the run's tools cited."""
+        sources = self.sources
+        if quoted is not None:
+            by_chunk = {(str(s["name"]).casefold(), s["chunk_id"]): s for s in self.sources if s["chunk_id"]}
+            sources = [by_chunk[key] for key in dict.fromkeys(quoted) if key in by_chunk]
         return Output(
             answer=answer,
             rows=tuple(rows) if rows is not None else None,
-            sources=tuple(self.sources),
+            sources=tuple(sources),
             context=tuple(self.context),
             trace_id=self.trace.trace_id,
         )
@@ -251,7 +291,7 @@ class _Runner:
             "duration_ms": self.trace.elapsed_ms(),
         }
 
-    async def _call_tools(self, node: CallToolsNode[None, Any], ctx: Any) -> None:
+    async def _call_tools(self, node: CallToolsNode[_Runner, Any], ctx: Any) -> None:
         """Stream one model response's tool calls: Action before each tool runs, Step right after.
         Calls run one at a time (`sequential`); an Action waits until the previous call's Step."""
         logs = _logs(node.model_response)
@@ -335,6 +375,20 @@ class _Runner:
         )
 
 
+def _tool(spec: ToolSpec) -> Tool[_Runner]:
+    async def call(ctx: RunContext[_Runner], tool_input: str) -> str:
+        return await ctx.deps.call_tool(spec.name, ctx.tool_call_id, tool_input)
+
+    return Tool.from_schema(
+        call,
+        name=spec.name,
+        description=spec.description,
+        json_schema=_tool_schema(spec),
+        takes_ctx=True,
+        sequential=True,
+    )
+
+
 async def _stop(task: asyncio.Task[None]) -> None:
     """Cancel the producer and wait (shielded from the caller's own cancellation) for it to unwind."""
     if not task.done():
@@ -355,11 +409,13 @@ async def run_agent(
     http_client: httpx2.AsyncClient,
     trace: RunTrace | None = None,
     columns: tuple[str, ...] = (),
+    agents: AgentCache | None = None,
 ) -> AsyncGenerator[Event, None]:
     """Run `agent` on `messages` and yield its events. Raises BadRequest (before the first event) when the
     messages hold no question. Pass `trace` to keep the run's trace; it is complete once End is yielded
     or the generator is closed (status "cancelled" if the run had not finished). `columns` asks the model for
-    its answer as rows with those columns (`structured.py`); Output.rows carries them."""
+    its answer as rows with those columns (`structured.py`); Output.rows carries them. `agents` keeps the
+    pydantic-ai agents built for earlier runs (`agent_cache.py`); without it each run builds its own."""
     conversation = parse_messages(messages)
     if trace is None:
         trace = RunTrace(agent.id, agent.project_id, conversation.prompt, public_model(agent.model))
@@ -373,6 +429,7 @@ async def run_agent(
         max_steps=max_steps,
         http_client=http_client,
         columns=columns,
+        agents=agents,
     )
     yield Start(prompt=conversation.prompt, trace_id=trace.trace_id)
     task = asyncio.create_task(runner.run(), name=f"agent-run-{trace.trace_id}")

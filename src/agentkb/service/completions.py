@@ -1,9 +1,13 @@
 """Querying an agent: plain and streamed completions, and the traces of past runs.
 
 Unknown projects and agents, and requests without a question, fail before anything is streamed (404 /
-400 problem+json; MindsDB's stream route answers 500 for an unknown project). Each run's trace is stored
-when the run ends, however it ends: completed, error, timeout or cancelled (the client went away).
-The agent's provider key is decrypted for the run only; error texts (events and traces) are masked.
+400 problem+json; MindsDB's stream route answers 500 for an unknown project): the agent is read in one
+query, and the `start` chunk follows at once; the run's own database work (its knowledge bases, searches)
+and model calls come after it. Each run's trace is handed, when the run ends (however it ends: completed,
+error, timeout or cancelled, the client gone), to the `TraceWriter`, which stores it off the response path;
+this process answers for it meanwhile. The pydantic-ai agent of each configuration is built once
+(`agents.agent_cache`). The agent's provider key is decrypted for the run only; error texts (events and
+traces) are masked.
 """
 
 from __future__ import annotations
@@ -13,9 +17,9 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-import anyio
 import httpx2
 
+from agentkb.agents.agent_cache import AgentCache
 from agentkb.agents.events import End, Error, Event, Output
 from agentkb.agents.prompt import parse_messages
 from agentkb.agents.providers import provider_name
@@ -30,6 +34,7 @@ from agentkb.service.data_sources import DataSourceService
 from agentkb.service.files import FileService
 from agentkb.service.knowledge_bases import KnowledgeBaseService
 from agentkb.service.search import SearchService
+from agentkb.service.trace_writer import TraceWriter
 from agentkb.settings import Settings
 from agentkb.storage import traces
 from agentkb.storage.agents import AgentRow
@@ -39,7 +44,6 @@ from agentkb.timestamps import optional_timestamp
 log = logging.getLogger("agentkb.completions")
 
 DEFAULT_MAX_STEPS = 10
-STORE_GRACE_S = 10.0
 ERROR_TITLES = {
     "timeout": "Agent timed out",
     "authentication": "Model provider rejected the credentials",
@@ -100,6 +104,12 @@ class CompletionService:
         self.settings = settings
         self.http_client = http_client
         self.files = files  # uploaded table files are the `files` data source of the agents' tools
+        self.agent_cache = AgentCache()
+        self.traces = TraceWriter(db)
+
+    async def aclose(self) -> None:
+        """Store the traces not yet stored."""
+        await self.traces.aclose()
 
     async def stream(
         self, project: str, agent_name: str, messages: Any, options: RunOptions | None = None
@@ -154,8 +164,12 @@ class CompletionService:
 
     async def trace(self, project: str, agent_name: str, trace_id: str) -> dict[str, Any]:
         agent = await self.agents.get(project, agent_name)  # 404s for the project or the agent
-        async with self.db.connect() as conn:
-            row = await traces.get(conn, agent.id, trace_id)
+        row = self.traces.pending(trace_id)  # ended, not yet written
+        if row is not None and row["agent_id"] != agent.id:
+            row = None
+        if row is None:
+            async with self.db.connect() as conn:
+                row = await traces.get(conn, agent.id, trace_id)
         if row is None:
             raise NotFound(f"Trace {trace_id} of agent {agent.name} does not exist", title="Trace not found")
         usage = dict(row["usage"])
@@ -212,13 +226,16 @@ class CompletionService:
             http_client=self.http_client,
             trace=trace,
             columns=columns,
+            agents=self.agent_cache,
         )
         stored = False
         try:
             async for event in events:
-                if isinstance(event, End):  # stored before the end, so the trace is readable once it arrives
+                if isinstance(
+                    event, End
+                ):  # handed in before the end, so the trace is readable once it arrives
                     await events.aclose()
-                    await self._store(trace, agent)
+                    self._store(trace, agent)
                     stored = True
                 elif isinstance(event, Error):
                     event = replace(event, content=mask_text(event.content, secret_values(agent.model)))
@@ -226,15 +243,13 @@ class CompletionService:
         finally:
             await events.aclose()  # cancels the run if the consumer left early
             if not stored:
-                await self._store(trace, agent)
+                self._store(trace, agent)
 
-    async def _store(self, trace: RunTrace, agent: AgentRow) -> None:
-        """Best effort, and shielded: a cancelled request still records its (cancelled) run."""
+    def _store(self, trace: RunTrace, agent: AgentRow) -> None:
+        """Hand the trace to the writer (no waiting): a cancelled request still records its (cancelled) run."""
         if trace.error is not None:
             trace.error = mask_text(trace.error, secret_values(agent.model))
-        with anyio.CancelScope(shield=True), anyio.move_on_after(STORE_GRACE_S):
-            try:
-                async with self.db.transaction() as conn:
-                    await traces.insert(conn, trace.record())
-            except Exception:  # a trace must never break an answer
-                log.exception("could not store trace %s", trace.trace_id)
+        try:
+            self.traces.submit(trace.record())
+        except Exception:  # a trace must never break an answer
+            log.exception("could not store trace %s", trace.trace_id)

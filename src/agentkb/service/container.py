@@ -61,8 +61,9 @@ class Services:
     mcp: MCPService  # what the MCP server adds: every project's KBs, fenced read-only SQL
 
     async def aclose(self) -> None:
-        """Give back what the services hold (data-source engines, embedder and search HTTP clients) and stop
-        vector-index merges (an interrupted one is redone later)."""
+        """Give back what the services hold (data-source engines, embedder and search HTTP clients), store the
+        agent run traces not yet stored, and stop vector-index merges (an interrupted one is redone later)."""
+        await self.completions.aclose()
         await self.ingest.merger.close()
         self.data_sources.close()
         await self.embedders.aclose()

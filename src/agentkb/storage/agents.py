@@ -10,7 +10,7 @@ from sqlalchemy import RowMapping, func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from agentkb.storage.schema import agents
+from agentkb.storage.schema import agents, projects
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +41,20 @@ async def get(
     stmt = select(agents).where(agents.c.project_id == project_id, agents.c.name == name)
     if for_update:
         stmt = stmt.with_for_update()
+    row = (await conn.execute(stmt)).mappings().first()
+    return _row(row) if row else None
+
+
+async def get_in_project(conn: AsyncConnection, project_name: str, name: str) -> AgentRow | None:
+    """One round trip: the agent `name` of the project named `project_name` (the project matched
+    case-insensitively, its exact spelling first, as `projects.get`)."""
+    stmt = (
+        select(agents)
+        .join(projects, projects.c.id == agents.c.project_id)
+        .where(func.lower(projects.c.name) == project_name.lower(), agents.c.name == name)
+        .order_by((projects.c.name == project_name).desc())
+        .limit(1)
+    )
     row = (await conn.execute(stmt)).mappings().first()
     return _row(row) if row else None
 

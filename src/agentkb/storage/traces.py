@@ -35,6 +35,15 @@ async def insert(conn: AsyncConnection, values: dict[str, Any]) -> None:
     await conn.execute(stmt.on_conflict_do_update(index_elements=["trace_id"], set_=update))
 
 
+async def insert_many(conn: AsyncConnection, records: list[dict[str, Any]]) -> None:
+    """Store traces (each with every column) in one statement; a trace id stored before is replaced."""
+    if not records:
+        return
+    stmt = pg_insert(agent_traces).values(records)
+    update = {k: stmt.excluded[k] for k in records[0] if k != "trace_id"}
+    await conn.execute(stmt.on_conflict_do_update(index_elements=["trace_id"], set_=update))
+
+
 async def get(conn: AsyncConnection, agent_id: int, trace_id: str) -> dict[str, Any] | None:
     stmt = select(agent_traces).where(
         agent_traces.c.trace_id == trace_id, agent_traces.c.agent_id == agent_id

@@ -4,9 +4,10 @@ A deterministic planner (a pydantic-ai `FunctionModel`) that
 1. calls `kb_list_tool`, then `kb_query_tool` once per knowledge base with
    `SELECT * FROM <project>.<kb> WHERE content = '<question>' LIMIT 5`;
 2. for an agent with tables only, calls `sql_db_list_tables` (it writes no SQL over tables);
-3. answers with the most relevant passages across the knowledge bases (at most three, none more than
-   0.15 below the best relevance), quoted with their sources, or says that it found none.
-It never paraphrases or reasons: the answer is the retrieved text.
+3. answers with the few sentences of the retrieved passages that answer the question (`sentences.py`),
+   passage by passage with their sources, or says that it found none.
+It never paraphrases or reasons: the answer is retrieved text. The answer's `provider_details["quoted"]` lists
+the chunks it quotes (`[kb, chunk_id]` pairs), which become the run's `sources`.
 """
 
 from __future__ import annotations
@@ -28,13 +29,12 @@ from pydantic_ai.messages import (
 from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from agentkb.agents.providers import sentences
 from agentkb.agents.providers.base import ProviderContext, register
 
-TOP_PASSAGES = 3
-RELEVANCE_MARGIN = 0.15  # passages this far below the best are left out (they rarely answer the question)
+QUOTED = "quoted"  # the key of the answer's `provider_details` that lists the quoted chunks
 ROWS_SOURCE = "TextChunkingPreprocessor"  # the `_source` of rows and query results: cite the chunk instead
 PER_KB_LIMIT = 5
-MAX_PASSAGE_CHARS = 600
 _CSV_MARKER = "Result in CSV format (dialect is 'excel'):\n"
 
 
@@ -44,6 +44,7 @@ class Passage:
     text: str
     source: str
     relevance: float
+    chunk_id: str = ""
 
 
 def kb_query(kb: str, question: str, limit: int = PER_KB_LIMIT) -> str:
@@ -74,17 +75,18 @@ def parse_passages(kb: str, observation: str) -> list[Passage]:
     rows = csv.DictReader(io.StringIO(observation.split(_CSV_MARKER, 1)[1]))
     passages = []
     for row in rows:
-        text = " ".join((row.get("chunk_content") or "").split())
-        if not text:
+        text = row.get("chunk_content") or ""
+        if not text.strip():
             continue
         try:
             relevance = float(row.get("relevance") or 0.0)
         except ValueError:
             relevance = 0.0
+        chunk_id = row.get("chunk_id") or ""
         source = _source(row.get("metadata") or "")
         if not source or source == ROWS_SOURCE:
-            source = row.get("chunk_id") or row.get("id") or ""
-        passages.append(Passage(kb=kb, text=text, source=source, relevance=relevance))
+            source = chunk_id or row.get("id") or ""
+        passages.append(Passage(kb=kb, text=text, source=source, relevance=relevance, chunk_id=chunk_id))
     return passages
 
 
@@ -99,24 +101,32 @@ def _source(metadata: str) -> str:
     return ""
 
 
-def _clip(text: str) -> str:
-    return text if len(text) <= MAX_PASSAGE_CHARS else text[: MAX_PASSAGE_CHARS - 1].rstrip() + "…"
-
-
-def compose_answer(passages: list[Passage], kb_names: list[str], table_names: list[str]) -> str:
+def compose_answer(
+    question: str, passages: list[Passage], kb_names: list[str], table_names: list[str]
+) -> tuple[str, list[Passage]]:
+    """The answer text and the passages it quotes."""
     if not kb_names:
         tables = ", ".join(table_names) or "none"
         return (
             "This agent uses the extractive (retrieval-only) model, which answers from knowledge bases only, "
-            f"and it has no knowledge bases. Its tables: {tables}. Configure an LLM provider to query them."
+            f"and it has no knowledge bases. Its tables: {tables}. Configure an LLM provider to query them.",
+            [],
         )
-    best = sorted(passages, key=lambda p: p.relevance, reverse=True)[:TOP_PASSAGES]
-    if best:
-        best = [p for p in best if p.relevance >= best[0].relevance - RELEVANCE_MARGIN]
-    if not best:
-        return f"I found no relevant passages in {', '.join(kb_names)}."
-    lines = [f"{i}. {_clip(p.text)} (source: {p.kb}, {p.source})" for i, p in enumerate(best, 1)]
-    return "Based on the knowledge base:\n\n" + "\n".join(lines)
+    ranked = sorted(passages, key=lambda p: p.relevance, reverse=True)
+    chosen = sentences.select(question, [p.text for p in ranked], [p.relevance for p in ranked])
+    if not chosen:
+        return f"I found no relevant passages in {', '.join(kb_names)}.", []
+    lines: list[str] = []
+    quoted: list[Passage] = []
+    for index in dict.fromkeys(s.passage for s in chosen):
+        passage = ranked[index]
+        said = [s for s in chosen if s.passage == index]
+        text = said[0].text
+        for before, sentence in zip(said, said[1:], strict=False):
+            text += (" " if sentence.position == before.position + 1 else " … ") + sentence.text
+        lines.append(f"{len(lines) + 1}. {text} (source: {passage.kb}, {passage.source})")
+        quoted.append(passage)
+    return "Based on the knowledge base:\n\n" + "\n".join(lines), quoted
 
 
 def _plan(context: ProviderContext, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -138,7 +148,10 @@ def _plan(context: ProviderContext, messages: list[ModelMessage], info: AgentInf
     kb_returns = [part for part in returns if part.tool_name == "kb_query_tool"]
     for kb, part in zip(kbs, kb_returns, strict=False):
         passages.extend(parse_passages(kb, part.model_response_str()))
-    return ModelResponse(parts=[TextPart(compose_answer(passages, kbs, context.table_names))])
+    answer, quoted = compose_answer(question, passages, kbs, context.table_names)
+    return ModelResponse(
+        parts=[TextPart(answer)], provider_details={QUOTED: [[p.kb, p.chunk_id] for p in quoted]}
+    )
 
 
 @register("extractive")
