@@ -6,8 +6,20 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = ("startup", "ingest", "search", "beir", "evaluate", "crawl", "files", "http", "agent", "peer")
-SKIPPED_BY_ALL_QUICK = {"peer"}  # compares with a server of one's own: run it by name
+BENCHMARKS = (
+    "startup",
+    "ingest",
+    "search",
+    "beir",
+    "evaluate",
+    "crawl",
+    "files",
+    "http",
+    "agent",
+    "peer",
+    "search100k",
+)
+SKIPPED_BY_ALL_QUICK = {"peer", "search100k"}  # compares with a server of one's own: run it by name
 QUICK_ARGS = {"startup": ["--repeat", "1"]}  # benchmarks without a --quick option of their own
 
 
