@@ -128,6 +128,34 @@ def bulk_load(url: str, table: str, data: np.ndarray, texts: list[str], sources:
     return time.perf_counter() - started
 
 
+def ef_sweep(
+    url: str, table: str, queries: np.ndarray, truth: list[set[str]], efs: list[int]
+) -> list[dict[str, Any]]:
+    """recall@10 and latency of the HNSW query alone (SQL, no HTTP) at each `hnsw.ef_search`."""
+    import psycopg
+    from pgvector.psycopg import register_vector
+
+    out = []
+    with psycopg.connect(url, autocommit=True) as conn:
+        register_vector(conn)
+        for ef in efs:
+            conn.execute(f"SET hnsw.ef_search = {int(ef)}")
+            took, recalls = [], []
+            for q, want in zip(queries, truth, strict=True):
+                t = time.perf_counter()
+                rows = conn.execute(
+                    f"SELECT chunk_id FROM {table} ORDER BY embedding <=> %s LIMIT 10", (q,)
+                ).fetchall()
+                took.append(time.perf_counter() - t)
+                recalls.append(len({r[0] for r in rows} & want) / 10)
+            out.append({"ef_search": ef, "recall@10": round(float(np.mean(recalls)), 4), **summary_ms(took)})
+            print(
+                f"  ef_search {ef}: recall@10 {out[-1]['recall@10']}, SQL p50 {out[-1]['p50_ms']} ms",
+                flush=True,
+            )
+    return out
+
+
 def run_queries(client: httpx.Client, base: str, queries: list[str]) -> dict[str, Any]:
     rest_url = f"{base}/api/projects/mindsdb/knowledge_bases/{KB}/search"
     rest, sql, found = [], [], []
@@ -190,6 +218,8 @@ def main(argv: list[str]) -> None:
             row = conn.execute("SELECT storage_table FROM knowledge_bases WHERE name = %s", (KB,)).fetchone()
         assert row is not None
         results["load_s"] = round(bulk_load(url, row[0], data, texts, sources), 1)
+        truth_ids = [{chunk_of[i] for i in want} for want in truth]
+        results["ef_sweep"] = ef_sweep(url, row[0], query_vectors, truth_ids, [40, 100, 200, 400, 800])
         for round_ in range(args.rounds):
             got = run_queries(client, base, query_texts)
             recall = float(
