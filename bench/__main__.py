@@ -19,8 +19,9 @@ BENCHMARKS = (
     "clients",
     "agent",
     "peer",
+    "search100k",
 )
-SKIPPED_BY_ALL_QUICK = {"peer"}  # compares with a server of one's own: run it by name
+SKIPPED_BY_ALL_QUICK = {"peer", "search100k"}  # compares with a server of one's own: run it by name
 QUICK_ARGS = {"startup": ["--repeat", "1"]}  # benchmarks without a --quick option of their own
 
 

@@ -23,6 +23,8 @@ ORDER = (
     "agent",
     "peer",
 )
+# Sections written by hand (measurements no result file renders whole) follow this line and are kept.
+KEPT = "<!-- written by hand below: `python -m bench report` keeps what follows -->"
 
 
 def _table(rows: list[dict[str, Any]]) -> list[str]:
@@ -71,5 +73,8 @@ def main(argv: list[str]) -> None:
                 out += ["Details:", "", *_table(data["details"]), ""]
             if data.get("note"):
                 out += [data["note"], ""]
+    previous = DOC.read_text() if DOC.exists() else ""
+    if KEPT in previous:
+        out += [KEPT + previous.split(KEPT, 1)[1].rstrip("\n"), ""]
     DOC.write_text("\n".join(out))
     print(f"wrote {DOC}")

@@ -1,8 +1,9 @@
 """Log set-up: one line per event, as text or JSON, with secrets masked (`secrecy.mask_text`).
 
-Masking happens twice: `mask_records` makes every log record of the process carry a masked message and
-traceback whatever handler writes it (the runtime installs it, so an app served by another program's
-logging set-up is covered too), and `configure`'s formatter masks each finished line."""
+Masking happens once per record: `mask_records` makes every log record of the process carry a masked
+message, traceback and stack whatever handler writes it (the runtime installs it, so an app served by
+another program's logging set-up is covered too) and marks it masked; `configure`'s formatter masks a
+finished line only when its record was not (one made before the factory was installed)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import traceback
 from typing import Any
 
 from agentkb.secrecy import mask_text
+
+MASKED = "agentkb_masked"  # set on a record whose message, traceback and stack are masked
 
 
 class JsonFormatter(logging.Formatter):
@@ -27,7 +30,8 @@ class JsonFormatter(logging.Formatter):
         }
         for key in ("request_id", "method", "path", "status", "duration_ms"):
             if hasattr(record, key):
-                payload[key] = getattr(record, key)
+                value = getattr(record, key)
+                payload[key] = mask_text(value) if isinstance(value, str) else value
         if record.exc_info:
             payload["exc"] = record.exc_text or self.formatException(record.exc_info)
         return json.dumps(payload)
@@ -41,7 +45,8 @@ class MaskingFormatter(logging.Formatter):
         self.inner = inner
 
     def format(self, record: logging.LogRecord) -> str:
-        return mask_text(self.inner.format(record))
+        line = self.inner.format(record)
+        return line if getattr(record, MASKED, False) else mask_text(line)
 
 
 def mask_records() -> None:
@@ -62,6 +67,9 @@ def mask_records() -> None:
         if record.exc_info and record.exc_info[1] is not None and not record.exc_text:
             text = "".join(traceback.format_exception(*record.exc_info)).rstrip("\n")
             record.exc_text = mask_text(text)
+        if record.stack_info:
+            record.stack_info = mask_text(record.stack_info)
+        setattr(record, MASKED, True)
         return record
 
     factory.agentkb_masking = True  # type: ignore[attr-defined]

@@ -37,7 +37,10 @@ def rows(vectors: np.ndarray, start: int) -> list[ChunkWrite]:
 
 async def top(db: Database, table: str, query: np.ndarray) -> list[str]:
     async with db.connect() as conn:
-        return [r.chunk_id for r in await chunk_search.vector_top_k(conn, table, DIM, query, 10, "TRUE", {})]
+        found = await chunk_search.retrieve(
+            conn, chunk_search.Retrieval(kb_id=0, table=table, dim=DIM, query=query, vector_k=10)
+        )
+        return [r.chunk_id for r in found.vector]
 
 
 async def exact(db: Database, table: str, query: np.ndarray) -> list[str]:

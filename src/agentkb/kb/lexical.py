@@ -3,9 +3,10 @@
 PostgreSQL's `ts_rank` is a weak lexical ranker (BEIR SciFact nDCG@10 0.37 against BM25's 0.66 with the
 same corpus), so each process keeps a BM25 index per knowledge base (bm25s: sparse matrices, English
 stop words, Snowball stemming), built from the chunk table — PostgreSQL stays the one store; the index is
-a cache. It is keyed by the KB's `updated_at`, which every insert and delete moves: a stale index is
-still served while a fresh one is built in the background; a KB with no index yet is indexed on its first
-search when small, otherwise PostgreSQL full text answers until the background build is done.
+a cache. It is keyed by the KB's `updated_at`, which every insert and delete moves (in the writing
+transaction, whichever process writes): the search reads that version in its own statement, so an index
+of an older version is never used. A small KB is (re)indexed on the search that finds it stale; a large
+one in the background, PostgreSQL full text answering until that build is done.
 """
 
 from __future__ import annotations
@@ -72,29 +73,38 @@ class BM25Index:
 
 
 class LexicalIndexes:
-    """The per-process cache: kb id → (version, index)."""
+    """The per-process cache: kb id → (version, index). Only an index of the version asked for is served."""
 
     def __init__(self) -> None:
         self._indexes: dict[int, tuple[datetime, BM25Index]] = {}
-        self._building: dict[int, asyncio.Task[None]] = {}
+        self._building: dict[int, tuple[datetime, asyncio.Task[None]]] = {}
         self._lock = threading.Lock()
 
     async def get(
         self, kb_id: int, version: datetime, size: Callable[[], Awaitable[int]], load: Loader
     ) -> BM25Index | None:
-        """The freshest index available now (None: fall back to PostgreSQL full text)."""
+        """The index of `version`, built now when the KB is small; None while a large KB's index is built
+        in the background (PostgreSQL full text answers meanwhile, so what was just written is found)."""
         cached = self._indexes.get(kb_id)
         if cached is not None and cached[0] == version:
             return cached[1]
-        if cached is None and await size() <= SYNC_BUILD_MAX_CHUNKS:
-            await self._build(kb_id, version, load)
-            fresh = self._indexes.get(kb_id)
-            return fresh[1] if fresh else None
-        if kb_id not in self._building:
+        chunks = len(cached[1].chunk_ids) if cached is not None else await size()
+        building = self._building.get(kb_id)
+        if building is None or building[0] != version:
             task = asyncio.create_task(self._build(kb_id, version, load))
-            self._building[kb_id] = task
-            task.add_done_callback(lambda _t: self._building.pop(kb_id, None))
-        return cached[1] if cached else None
+            self._building[kb_id] = (version, task)
+            task.add_done_callback(lambda t: self._done(kb_id, t))
+            building = (version, task)
+        if chunks > SYNC_BUILD_MAX_CHUNKS:
+            return None
+        await asyncio.shield(building[1])
+        fresh = self._indexes.get(kb_id)
+        return fresh[1] if fresh is not None and fresh[0] == version else None
+
+    def _done(self, kb_id: int, task: asyncio.Task[None]) -> None:
+        current = self._building.get(kb_id)
+        if current is not None and current[1] is task:
+            del self._building[kb_id]
 
     async def _build(self, kb_id: int, version: datetime, load: Loader) -> None:
         try:
@@ -104,9 +114,7 @@ class LexicalIndexes:
             log.exception("BM25 index of knowledge base %s failed to build", kb_id)
             return
         with self._lock:
-            current = self._indexes.get(kb_id)
-            if current is None or current[0] <= version:
-                self._indexes[kb_id] = (version, index)
+            self._indexes[kb_id] = (version, index)
 
     def forget(self, kb_id: int) -> None:
         self._indexes.pop(kb_id, None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -13,7 +14,7 @@ from agentkb.kb.filters import Filter
 from agentkb.kb.lexical import BM25Index
 from agentkb.storage import chunk_search
 from agentkb.storage.chunk_filters import compile_filters
-from agentkb.storage.chunk_search import Row
+from agentkb.storage.chunk_search import Retrieval, Row
 
 DEFAULT_LIMIT = 10  # MindsDB's default and maximum for content searches
 MAX_CONTENT_LIMIT = 100
@@ -75,37 +76,72 @@ def _hit(row: Row) -> Hit:
     return Hit(doc_id, row.chunk_id, row.content, row.metadata, row.distance, relevance(row.distance))
 
 
+def content_limit(options: SearchOptions) -> int:
+    return min(options.limit if options.limit is not None else DEFAULT_LIMIT, MAX_CONTENT_LIMIT)
+
+
+def candidates(options: SearchOptions) -> int:
+    """How many rows each ranking contributes to the fusion."""
+    return max((content_limit(options) + options.offset) * 4, 40)
+
+
+def lexical_weight(options: SearchOptions) -> float:
+    return 0.0 if not options.hybrid else 1.0 - options.alpha
+
+
+def lexical_k(options: SearchOptions) -> int:
+    """How many BM25 ids to ask for: more when filters may drop some."""
+    return candidates(options) * (5 if options.filters else 1)
+
+
+def bm25_ids(lexical: BM25Index | None, options: SearchOptions) -> list[str] | None:
+    """BM25's candidates for a hybrid search (None: not hybrid, or no index)."""
+    if lexical is None or options.query is None or lexical_weight(options) <= 0:
+        return None
+    return lexical.search(options.query, lexical_k(options))
+
+
 async def search(
     conn: AsyncConnection,
+    kb_id: int,
     table: str,
     dim: int,
     options: SearchOptions,
     query_vector: np.ndarray | None,
-    lexical: BM25Index | None = None,
-) -> list[Hit]:
-    """Content search (needs `query_vector`) or, with no `query`, a filtered listing of chunks."""
+    lexical_ids: list[str] | None = None,
+) -> tuple[datetime | None, list[Hit]]:
+    """Content search (needs `query_vector`) or, with no `query`, a filtered listing of chunks; in one
+    statement, with the KB's version (`updated_at`, None when it is gone). A hybrid search ranks its
+    lexical side by `lexical_ids` (BM25's), or, when None, by PostgreSQL full text."""
     where, params = compile_filters(options.filters)
     if options.query is None or query_vector is None:
         limit = min(options.limit if options.limit is not None else MAX_LISTING_LIMIT, MAX_LISTING_LIMIT)
-        rows = await chunk_search.listing(conn, table, limit, options.offset, where, params)
-        return [_hit(r) for r in rows]
-    limit = min(options.limit if options.limit is not None else DEFAULT_LIMIT, MAX_CONTENT_LIMIT)
-    wanted = limit + options.offset
-    candidates = max(wanted * 4, 40)
-    alpha = 1.0 if not options.hybrid else options.alpha
-    vector_rows = await chunk_search.vector_top_k(conn, table, dim, query_vector, candidates, where, params)
-    text_rows: list[Row] = []
-    if alpha < 1.0 and lexical is not None:  # BM25, then the filters and distances from PostgreSQL
-        ids = lexical.search(options.query, candidates if where == "TRUE" else candidates * 5)
-        text_rows = (await chunk_search.rows_by_ids(conn, table, dim, ids, query_vector, where, params))[
-            :candidates
-        ]
-    elif alpha < 1.0:  # no BM25 index yet: PostgreSQL full text
-        text_rows = await chunk_search.text_top_k(
-            conn, table, dim, options.query, query_vector, candidates, where, params
+        got = await chunk_search.retrieve(
+            conn, Retrieval(kb_id, table, dim, where, params, listing=(limit, options.offset))
         )
-    fused = fuse([(alpha, vector_rows), (1.0 - alpha, text_rows)], options.fusion_k)
+        return got.version, [_hit(r) for r in got.listing]
+    wanted = content_limit(options) + options.offset
+    k = candidates(options)
+    alpha = 1.0 - lexical_weight(options)
+    hybrid = alpha < 1.0
+    got = await chunk_search.retrieve(
+        conn,
+        Retrieval(
+            kb_id,
+            table,
+            dim,
+            where,
+            params,
+            query=query_vector,
+            vector_k=k,
+            ids=lexical_ids if hybrid else None,
+            text=options.query if hybrid and lexical_ids is None else None,
+            text_k=k,
+        ),
+    )
+    text_rows = (got.ids if lexical_ids is not None else got.text)[:k] if hybrid else []
+    fused = fuse([(alpha, got.vector), (1.0 - alpha, text_rows)], options.fusion_k)
     hits = [_hit(row) for row, _ in fused]
     if options.relevance_threshold is not None:
         hits = [h for h in hits if h.relevance is not None and h.relevance >= options.relevance_threshold]
-    return hits[options.offset : wanted]
+    return got.version, hits[options.offset : wanted]

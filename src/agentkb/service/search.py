@@ -3,16 +3,30 @@ endpoint and the agent's `kb_query_tool`."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
+from datetime import datetime
+from typing import Any
 
 import httpx
+import numpy as np
+from psycopg.errors import UndefinedTable
+from sqlalchemy.exc import ProgrammingError
 
 from agentkb import metrics
-from agentkb.errors import kb_not_found
+from agentkb.errors import NotFound, kb_not_found
 from agentkb.kb import rerank
 from agentkb.kb.embedders.registry import EmbedderRegistry
 from agentkb.kb.lexical import LexicalIndexes
-from agentkb.kb.search import DEFAULT_LIMIT, MAX_CONTENT_LIMIT, Hit, SearchOptions, search
+from agentkb.kb.search import (
+    DEFAULT_LIMIT,
+    MAX_CONTENT_LIMIT,
+    Hit,
+    SearchOptions,
+    bm25_ids,
+    lexical_weight,
+    search,
+)
 from agentkb.secrecy import SecretBox
 from agentkb.service import projects
 from agentkb.sql.kbquery import KBQuery
@@ -21,6 +35,9 @@ from agentkb.storage import knowledge_bases as repo
 from agentkb.storage.db import Database
 from agentkb.storage.knowledge_bases import KnowledgeBaseRow
 from agentkb.validation import check_storable, is_identifier
+
+INLINE_BM25_MAX_CHUNKS = 20_000  # a larger index ranks in a worker thread, beside the event loop
+MAX_CACHED_KBS = 10_000  # KB rows kept per process (the cache starts over beyond this)
 
 
 def options_from_query(query: KBQuery) -> SearchOptions:
@@ -48,13 +65,25 @@ def search_mode(kb: KnowledgeBaseRow, options: SearchOptions) -> str:
     return f"{mode}+rerank" if options.rerank and kb.reranking_model else mode
 
 
+class KnowledgeBaseGone(NotFound):
+    """The KB a cached row names was dropped (or dropped and created again) by some process."""
+
+
 class SearchService:
+    """Searches, with per-process caches that stay right whatever process writes: KB rows by name, their
+    revealed embedding configurations and BM25 indexes, all keyed by the KB's `updated_at`, which each
+    search reads back in its one statement; a search that finds another version reloads the row and runs
+    again, one that finds the KB gone looks its name up again."""
+
     def __init__(self, db: Database, embedders: EmbedderRegistry, *, box: SecretBox | None = None) -> None:
         self.db = db
         self.embedders = embedders
         self.box = box or SecretBox.from_environment()
         self.lexical = LexicalIndexes()
         self._http: httpx.AsyncClient | None = None
+        self._by_name: dict[tuple[str, str], KnowledgeBaseRow] = {}
+        self._by_id: dict[int, KnowledgeBaseRow] = {}
+        self._configs: dict[int, tuple[datetime, dict[str, Any]]] = {}
 
     @property
     def http(self) -> httpx.AsyncClient:
@@ -66,8 +95,29 @@ class SearchService:
         if self._http is not None:
             await self._http.aclose()
 
+    def _remember(self, kb: KnowledgeBaseRow, key: tuple[str, str] | None = None) -> None:
+        if len(self._by_name) > MAX_CACHED_KBS:
+            self._by_name.clear()
+            self._by_id.clear()
+        if key is not None:
+            self._by_name[key] = kb
+        self._by_id[kb.id] = kb
+
+    def _forget(self, kb_id: int) -> None:
+        self._by_id.pop(kb_id, None)
+        self._configs.pop(kb_id, None)
+        self.lexical.forget(kb_id)
+        for key in [k for k, v in self._by_name.items() if v.id == kb_id]:
+            del self._by_name[key]
+
+    def latest(self, kb: KnowledgeBaseRow) -> KnowledgeBaseRow:
+        """The newest row of `kb` this process has seen (a search refreshes it when the KB changed)."""
+        cached = self._by_id.get(kb.id)
+        return cached if cached is not None and cached.updated_at != kb.updated_at else kb
+
     async def knowledge_base(self, project_name: str, kb_name: str) -> KnowledgeBaseRow:
-        async with self.db.connect() as conn:
+        """The KB's row, read now."""
+        async with self.db.read() as conn:
             kb = (
                 await repo.get_in_project(conn, project_name.lower(), kb_name)
                 if is_identifier(kb_name)
@@ -79,11 +129,23 @@ class SearchService:
                 )  # 404 for the project first, if that is what is missing
         if kb is None:
             raise kb_not_found(kb_name)
+        self._remember(kb, (project_name, kb_name))
         return kb
 
+    def cached(self, project_name: str, kb_name: str) -> KnowledgeBaseRow | None:
+        """The KB's row as this process last saw it (no round trip); a search validates it."""
+        return self._by_name.get((project_name, kb_name))
+
+    async def cached_knowledge_base(self, project_name: str, kb_name: str) -> KnowledgeBaseRow:
+        return self.cached(project_name, kb_name) or await self.knowledge_base(project_name, kb_name)
+
     async def search(self, project_name: str, kb_name: str, options: SearchOptions) -> list[Hit]:
-        kb = await self.knowledge_base(project_name, kb_name)
-        return await self.search_kb(kb, options)
+        kb = await self.cached_knowledge_base(project_name, kb_name)
+        try:
+            return await self.search_kb(kb, options)
+        except KnowledgeBaseGone:  # dropped (perhaps created again) by another process
+            kb = await self.knowledge_base(project_name, kb_name)
+            return await self.search_kb(kb, options)
 
     async def search_kb(self, kb: KnowledgeBaseRow, options: SearchOptions) -> list[Hit]:
         with metrics.timed(metrics.search_duration, None, search_mode(kb, options)):
@@ -98,34 +160,125 @@ class SearchService:
         if reranker:
             limit = min(options.limit if options.limit is not None else DEFAULT_LIMIT, MAX_CONTENT_LIMIT)
             wide = replace(options, limit=rerank.candidates_for(limit), relevance_threshold=None)
-            hits = await self._search(kb, wide)
-            model = self.box.reveal(reranker, f"knowledge base {kb.name} reranking_model")
+            kb, hits = await self._validated(kb, wide)
+            model = self.box.reveal(
+                kb.reranking_model or reranker, f"knowledge base {kb.name} reranking_model"
+            )
             return await rerank.rerank(
                 self.http, model, options.query or "", hits, options.relevance_threshold, limit
             )
-        return await self._search(kb, options)
+        return (await self._validated(kb, options))[1]
 
-    async def _search(self, kb: KnowledgeBaseRow, options: SearchOptions) -> list[Hit]:
-        vector = None
-        if options.query is not None:
-            config = self.box.reveal(kb.embedding_model, f"knowledge base {kb.name} embedding_model")
-            vector = await self.embedders.get(config).embed_query(options.query)
-        lexical = None
-        if options.query is not None and options.hybrid and options.alpha < 1.0:
-            lexical = await self.lexical.get(
-                kb.id, kb.updated_at, lambda: self._chunk_count(kb), lambda: self._texts(kb)
+    async def _validated(
+        self, kb: KnowledgeBaseRow, options: SearchOptions
+    ) -> tuple[KnowledgeBaseRow, list[Hit]]:
+        """The hits from the KB as it is now: run again on a fresh row if the search found another version."""
+        vector, ids = await self._inputs(kb, options)
+        version, hits = await self._search(kb, options, vector, ids)
+        if version == kb.updated_at:
+            return kb, hits
+        fresh = await self._reload(kb)
+        same_vector = (fresh.embedding_model, fresh.storage_table, fresh.vector_dim) == (
+            kb.embedding_model,
+            kb.storage_table,
+            kb.vector_dim,
+        )
+        if same_vector and ids is None and fresh.updated_at == version:
+            return fresh, hits  # these hits came from the current rows already
+        if same_vector:
+            ids = await self._lexical_ids(fresh, options)
+        else:
+            vector, ids = await self._inputs(fresh, options)
+        return fresh, (await self._search(fresh, options, vector, ids))[1]
+
+    async def _inputs(
+        self, kb: KnowledgeBaseRow, options: SearchOptions
+    ) -> tuple[np.ndarray | None, list[str] | None]:
+        """The query's vector and BM25's candidates, the embedding running while BM25 ranks."""
+        if options.query is None or lexical_weight(options) <= 0:
+            return await self._embed(kb, options), None
+        vector, ids = await asyncio.gather(self._embed(kb, options), self._lexical_ids(kb, options))
+        return vector, ids
+
+    async def _lexical_ids(self, kb: KnowledgeBaseRow, options: SearchOptions) -> list[str] | None:
+        if options.query is None or lexical_weight(options) <= 0:
+            return None
+        index = await self.lexical.get(
+            kb.id, kb.updated_at, lambda: self._chunk_count(kb), lambda: self._texts(kb)
+        )
+        if index is not None and len(index.chunk_ids) > INLINE_BM25_MAX_CHUNKS:
+            return await asyncio.to_thread(bm25_ids, index, options)
+        return bm25_ids(index, options)
+
+    async def _reload(self, kb: KnowledgeBaseRow) -> KnowledgeBaseRow:
+        async with self.db.read() as conn:
+            fresh = await repo.get_by_id(conn, kb.id)
+        if fresh is None:
+            self._forget(kb.id)
+            raise KnowledgeBaseGone(
+                f"Knowledge Base with name {kb.name} does not exist", title="Knowledge Base not found"
             )
-        async with self.db.connect() as conn:
-            return await search(conn, kb.storage_table, kb.vector_dim, options, vector, lexical)
+        for key, row in list(self._by_name.items()):
+            if row.id == kb.id:
+                self._by_name[key] = fresh
+        self._by_id[kb.id] = fresh
+        return fresh
+
+    def embedding_config(self, kb: KnowledgeBaseRow) -> dict[str, Any]:
+        """The KB's embedding configuration, revealed once per KB version."""
+        cached = self._configs.get(kb.id)
+        if cached is not None and cached[0] == kb.updated_at:
+            return cached[1]
+        config: dict[str, Any] = self.box.reveal(
+            kb.embedding_model, f"knowledge base {kb.name} embedding_model"
+        )
+        self._configs[kb.id] = (kb.updated_at, config)
+        return config
+
+    async def _embed(self, kb: KnowledgeBaseRow, options: SearchOptions) -> np.ndarray | None:
+        if options.query is None:
+            return None
+        return await self.embedders.get(self.embedding_config(kb)).embed_query(options.query)
+
+    async def _search(
+        self,
+        kb: KnowledgeBaseRow,
+        options: SearchOptions,
+        vector: np.ndarray | None,
+        ids: list[str] | None,
+    ) -> tuple[datetime, list[Hit]]:
+        """(the KB's version, hits): one round trip."""
+        try:
+            async with self.db.read() as conn:
+                version, hits = await search(
+                    conn, kb.id, kb.storage_table, kb.vector_dim, options, vector, ids
+                )
+        except ProgrammingError as exc:
+            if not isinstance(exc.orig, UndefinedTable):
+                raise
+            version, hits = None, []
+        if version is None:  # the KB (its chunk table) is gone
+            self._forget(kb.id)
+            raise KnowledgeBaseGone(
+                f"Knowledge Base with name {kb.name} does not exist", title="Knowledge Base not found"
+            )
+        return version, hits
 
     async def _chunk_count(self, kb: KnowledgeBaseRow) -> int:
-        async with self.db.connect() as conn:
+        async with self.db.read() as conn:
             return (await chunks.counts(conn, kb.storage_table))[1]
 
     async def _texts(self, kb: KnowledgeBaseRow) -> tuple[list[str], list[str]]:
-        async with self.db.connect() as conn:
+        async with self.db.read() as conn:
             return await chunk_search.all_texts(conn, kb.storage_table)
 
     async def query(self, query: KBQuery, default_project: str) -> tuple[KnowledgeBaseRow, list[Hit]]:
-        kb = await self.knowledge_base(query.project or default_project, query.kb)
-        return kb, await self.search_kb(kb, options_from_query(query))
+        project = query.project or default_project
+        kb = await self.cached_knowledge_base(project, query.kb)
+        options = options_from_query(query)
+        try:
+            hits = await self.search_kb(kb, options)
+        except KnowledgeBaseGone:
+            kb = await self.knowledge_base(project, query.kb)
+            hits = await self.search_kb(kb, options)
+        return self.latest(kb), hits

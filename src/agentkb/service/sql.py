@@ -21,12 +21,13 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy
-from mindsdb_sql_parser import ast, parse_sql
+from mindsdb_sql_parser import ast
 
 from agentkb.errors import BadRequest, NotFound
 from agentkb.ingest.files.parse import Tabular
 from agentkb.service import sql_ddl
 from agentkb.service.knowledge_bases import KnowledgeBaseInput
+from agentkb.service.search import KnowledgeBaseGone
 from agentkb.service.sql_agents import AgentStatements
 from agentkb.service.sql_insert import SQLInsert
 from agentkb.service.sql_kb import KBSelect
@@ -37,6 +38,7 @@ from agentkb.sql import params as sql_params
 from agentkb.sql.kbquery import parse_kb_select_ast, strip_wrappers
 from agentkb.sql.names import one_part, two_part
 from agentkb.sql.parametrize import parametrize
+from agentkb.sql.statements import StatementCache
 
 if TYPE_CHECKING:
     from agentkb.service.agents import AgentService
@@ -107,6 +109,7 @@ class SQLService:
         self.kb_admin = kb_admin
         self.agent_sql = AgentStatements(agents=agents, completions=completions)
         self.kb_select = KBSelect(search)
+        self.statements = StatementCache()
         self.runner = SelectRunner(self)
         self.inserts = inserts
 
@@ -120,7 +123,7 @@ class SQLService:
 
     async def execute(self, sql: str, db: str, params: Mapping[str, Any] | None = None) -> Result:
         try:
-            statement = parse_sql(strip_wrappers(sql))
+            statement = self.statements.parse(strip_wrappers(sql))
         except Exception as exc:  # the parser raises many kinds of errors
             raise BadRequest(f"Invalid SQL: {exc}") from exc
         if sql_params.needs_binding(sql, params):
@@ -145,16 +148,22 @@ class SQLService:
         if parts[0].lower() == "information_schema" and len(parts) == 2:
             return await self._information_schema(select, parts[1].lower(), db)
         namespace, name = two_part(select.from_table, db) if len(parts) <= 2 else (parts[0], parts[1])
-        if await self._is_project(namespace):
+        known = self.search.cached(namespace.lower(), name)  # a KB searched before: its search validates it
+        if known is not None or await self._is_project(namespace):
             project = namespace.lower()
             try:  # one lookup: a knowledge base, else an agent
-                kb = await self.search.knowledge_base(project, name)
+                kb = known or await self.search.knowledge_base(project, name)
             except NotFound:
                 columns, rows = await self.agent_sql.select(select, project, name)
                 return Result("table", columns, rows)
             if needs_planner(select):  # GROUP BY, aggregates, ORDER BY, expressions: DuckDB
                 return await self.runner.result(select, db, params)
-            columns, rows = await self.kb_select.select(kb, select, db, params)
+            try:
+                columns, rows = await self.kb_select.select(kb, select, db, params)
+            except KnowledgeBaseGone:  # dropped by another process since this one cached it
+                if known is None:
+                    raise
+                return await self._select(select, db, params)  # now uncached: looked up by name
             return Result("table", columns, rows, db=db)
         if namespace.lower() == FILES:
             if needs_planner(select):

@@ -45,7 +45,7 @@ class KBSelect:
         cached = self._keys.get(kb.id)
         if cached is not None and cached[0] == kb.updated_at:
             return cached[1]
-        async with self.search.db.connect() as conn:
+        async with self.search.db.read() as conn:
             keys = tuple(await chunk_search.metadata_keys(conn, kb.storage_table))
         self._keys[kb.id] = (kb.updated_at, keys)
         return keys
@@ -75,6 +75,7 @@ class KBSelect:
             params=params,
         )
         hits = await self.hits(kb, select, db, params, shape.limit, shape.offset)
+        kb = self.search.latest(kb)  # the row as the search found it, if another process changed the KB
         if shape.columns is None:
             columns = await self.star_columns(kb)
             return columns, [row(h, columns) for h in hits]
@@ -117,6 +118,9 @@ class KBSelect:
         if not unknown:
             return
         present = set(await self.metadata_keys(kb))
+        if any(key not in present for key in unknown):  # this process may not have seen a newer insert
+            fresh = await self.search.knowledge_base(kb.project_name, kb.name)
+            present = set(await self.metadata_keys(fresh)) | set(fresh.metadata_columns or [])
         for key in unknown:
             if key not in present:
                 raise BadRequest(f"Column is not found: {key}")

@@ -1,19 +1,24 @@
-"""Retrieval SQL over one chunk table: vector top-k (HNSW), full-text top-k, and a filtered listing."""
+"""Retrieval SQL over one chunk table: vector top-k (HNSW over the indexed rows, exact over the unindexed
+delta: see storage.vector_index), given ids, full-text top-k, a filtered listing, and the KB's version stamp,
+all in one statement (one round trip; the delta's watermark is read through a short per-process cache)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
-from sqlalchemy import text
+from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb.storage import vector_index
 from agentkb.storage.chunks import vector_expr
+from agentkb.storage.db import HNSW_EF_SEARCH
 
 MAX_EF_SEARCH = 1000  # pgvector's upper bound for hnsw.ef_search
-EF_SEARCH = 100  # HNSW candidate list; recall@10 ≈ 0.99 at 100 k vectors
+EF_SEARCH = HNSW_EF_SEARCH  # HNSW candidate list (the pool's session default); see docs/benchmarks.md
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,99 +31,144 @@ class Row:
     rank: float | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Retrieval:
+    """What one search asks of a chunk table, answered in one statement: the vector top-k, the given
+    chunk ids (BM25's candidates), the full-text top-k, or a filtered listing; and always the KB's version
+    (`knowledge_bases.updated_at`, None when the KB is gone), read in the same snapshot."""
+
+    kb_id: int
+    table: str
+    dim: int
+    where: str = "TRUE"
+    params: dict[str, Any] = field(default_factory=dict)
+    query: np.ndarray | None = None
+    vector_k: int = 0
+    ids: list[str] | None = None
+    text: str | None = None
+    text_k: int = 0
+    listing: tuple[int, int] | None = None  # (limit, offset)
+    watermark: int = 0  # the HNSW index holds the rows with seq <= watermark; the rest is scanned exactly
+
+
+@dataclass(slots=True)
+class Retrieved:
+    version: datetime | None
+    vector: list[Row] = field(default_factory=list)
+    ids: list[Row] = field(default_factory=list)
+    text: list[Row] = field(default_factory=list)
+    listing: list[Row] = field(default_factory=list)
+
+
 def _query_vector(dim: int) -> str:
     return ":qvec" if vector_expr(dim) == "embedding" else f"CAST(CAST(:qvec AS vector) AS halfvec({dim}))"
 
 
-async def vector_top_k(
-    conn: AsyncConnection, table: str, dim: int, query: np.ndarray, k: int, where: str, params: dict[str, Any]
-) -> list[Row]:
-    ef = min(max(EF_SEARCH, k), MAX_EF_SEARCH)
-    await conn.execute(text("SELECT set_config('hnsw.ef_search', :ef, true)"), {"ef": str(ef)})
-    if where != "TRUE" or k > ef:  # keep scanning the graph until enough rows pass (pgvector ≥ 0.8)
-        await conn.execute(text("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"))
-    distance = f"{vector_expr(dim)} <=> {_query_vector(dim)}"
-    # the HNSW index holds the rows up to the watermark; the delta above it is scanned exactly (OFFSET 0
-    # keeps that scan off any index) — see storage.vector_index
-    mark = await vector_index.watermark(conn, table)
-    columns = f"chunk_id, doc_id, content, metadata, {distance} AS distance"
-    rows = await conn.execute(
-        text(
-            f"SELECT * FROM ((SELECT {columns} FROM {table} WHERE seq <= {mark} AND ({where}) "
-            f"ORDER BY {distance} LIMIT :k) UNION ALL (SELECT * FROM (SELECT {columns} FROM {table} "
-            f"WHERE seq > {mark} AND ({where}) OFFSET 0) delta ORDER BY distance LIMIT :k)) hits "
-            "ORDER BY distance LIMIT :k"
-        ),
-        {**params, "qvec": query, "k": k},
-    )
-    return [Row(r.chunk_id, r.doc_id, r.content, r.metadata, float(r.distance)) for r in rows]
+_COLUMNS = "chunk_id, doc_id, content, metadata"
 
 
-async def text_top_k(
-    conn: AsyncConnection,
-    table: str,
-    dim: int,
-    query_text: str,
-    query: np.ndarray,
-    k: int,
-    where: str,
-    params: dict[str, Any],
-) -> list[Row]:
-    """Chunks matching ANY of the query's terms (English stemming, stop words dropped), best first by
-    `ts_rank_cd`; each with its vector distance too, so fused hits all carry one."""
-    distance = f"{vector_expr(dim)} <=> {_query_vector(dim)}"
-    rows = await conn.execute(
-        text(
-            "WITH q AS (SELECT CAST(replace(CAST(plainto_tsquery('english', :qtext) AS text), '&', '|') "
-            "AS tsquery) AS q) "
-            f"SELECT chunk_id, doc_id, content, metadata, ts_rank_cd(tsv, q.q) AS rank, {distance} AS distance "
-            f"FROM {table}, q WHERE tsv @@ q.q AND {where} ORDER BY rank DESC, chunk_id LIMIT :k"
-        ),
-        {**params, "qtext": query_text, "qvec": query, "k": k},
-    )
-    return [Row(r.chunk_id, r.doc_id, r.content, r.metadata, float(r.distance), float(r.rank)) for r in rows]
+def _statement(r: Retrieval) -> str:
+    t, where = r.table, r.where
+    distance = f"{vector_expr(r.dim)} <=> {_query_vector(r.dim)}"
+    parts = [
+        "SELECT 'kb' AS side, NULL::text AS chunk_id, NULL::text AS doc_id, NULL::text AS content, "
+        "NULL::jsonb AS metadata, NULL::float8 AS distance, NULL::float8 AS rank, 0::bigint AS ord, "
+        "(SELECT updated_at FROM knowledge_bases WHERE id = :kb_id) AS version"
+    ]
+    if r.query is not None and r.vector_k:
+        # the index's top-k over seq <= W, the delta's exact top-k (OFFSET 0 keeps that scan off the index),
+        # the best k of both
+        rows, mark = f"SELECT {_COLUMNS}, ({distance})::float8 AS distance FROM {t}", int(r.watermark)
+        parts.append(
+            "SELECT * FROM (SELECT 'vector', chunk_id, doc_id, content, metadata, distance, NULL::float8, "
+            f"0::bigint, NULL::timestamptz FROM (({rows} WHERE seq <= {mark} AND ({where}) "
+            f"ORDER BY {distance} LIMIT :vk) UNION ALL (SELECT * FROM ({rows} WHERE seq > {mark} "
+            f"AND ({where}) OFFSET 0) delta ORDER BY distance LIMIT :vk)) hits ORDER BY distance LIMIT :vk) v"
+        )
+    if r.query is not None and r.ids:
+        parts.append(
+            f"SELECT 'ids', {_COLUMNS}, ({distance})::float8, NULL::float8, 0::bigint, NULL::timestamptz "
+            f"FROM {t} WHERE chunk_id = ANY(:ids) AND {where}"
+        )
+    if r.query is not None and r.text is not None and r.text_k:
+        # chunks matching ANY of the query's terms (English stemming, stop words dropped), by ts_rank_cd
+        parts.append(
+            f"SELECT * FROM (SELECT 'text', {_COLUMNS}, ({distance})::float8, ts_rank_cd(tsv, q.q)::float8 "
+            "AS rank, row_number() OVER (ORDER BY ts_rank_cd(tsv, q.q) DESC, chunk_id), NULL::timestamptz "
+            f"FROM {t}, (SELECT CAST(replace(CAST(plainto_tsquery('english', :qtext) AS text), '&', '|') "
+            f"AS tsquery) AS q) q WHERE tsv @@ q.q AND {where} ORDER BY rank DESC, chunk_id LIMIT :tk) x"
+        )
+    if r.listing is not None:
+        parts.append(
+            f"SELECT * FROM (SELECT 'listing', {_COLUMNS}, NULL::float8, NULL::float8, "
+            f"row_number() OVER (ORDER BY doc_id, chunk_id), NULL::timestamptz FROM {t} WHERE {where} "
+            "ORDER BY doc_id, chunk_id LIMIT :limit OFFSET :offset) l"
+        )
+    return " UNION ALL ".join(parts)
 
 
-async def rows_by_ids(
-    conn: AsyncConnection,
-    table: str,
-    dim: int,
-    chunk_ids: list[str],
-    query: np.ndarray,
-    where: str,
-    params: dict[str, Any],
-) -> list[Row]:
-    """The given chunks that pass `where`, in the given order, with their vector distances."""
-    if not chunk_ids:
-        return []
-    distance = f"{vector_expr(dim)} <=> {_query_vector(dim)}"
-    rows = await conn.execute(
-        text(
-            f"SELECT chunk_id, doc_id, content, metadata, {distance} AS distance FROM {table} "
-            f"WHERE chunk_id = ANY(:ids) AND {where}"
-        ),
-        {**params, "ids": chunk_ids, "qvec": query},
-    )
-    found = {r.chunk_id: Row(r.chunk_id, r.doc_id, r.content, r.metadata, float(r.distance)) for r in rows}
-    return [found[c] for c in chunk_ids if c in found]
+@lru_cache(maxsize=512)
+def _text(statement: str) -> TextClause:
+    return text(statement)
+
+
+async def retrieve(conn: AsyncConnection, r: Retrieval) -> Retrieved:
+    """One round trip. The vector rows by distance (an iterative HNSW scan may return them slightly out of
+    order), the id rows in `ids`' order, the text and listing rows in their SQL order."""
+    params: dict[str, Any] = {**r.params, "kb_id": r.kb_id}
+    if r.query is not None:
+        params["qvec"] = r.query
+        params["vk"] = r.vector_k
+    if r.ids:
+        params["ids"] = r.ids
+    if r.text is not None and r.text_k:
+        params["qtext"], params["tk"] = r.text, r.text_k
+    if r.listing is not None:
+        params["limit"], params["offset"] = r.listing
+    if r.query is not None and r.vector_k:
+        r = replace(r, watermark=await vector_index.watermark(conn, r.table))
+    ef = min(max(EF_SEARCH, r.vector_k), MAX_EF_SEARCH)
+    if r.query is not None and ef != EF_SEARCH:  # a wide search: a wider candidate list, this statement only
+        await conn.execute(text("SELECT set_config('hnsw.ef_search', :ef, false)"), {"ef": str(ef)})
+    try:
+        rows = (await conn.execute(_text(_statement(r)), params)).all()
+    finally:
+        if r.query is not None and ef != EF_SEARCH:
+            await conn.execute(
+                text("SELECT set_config('hnsw.ef_search', :ef, false)"), {"ef": str(EF_SEARCH)}
+            )
+    out = Retrieved(None)
+    ordered: dict[str, list[tuple[int, Row]]] = {"text": [], "listing": []}
+    for x in rows:
+        if x.side == "kb":
+            out.version = x.version
+            continue
+        row = Row(
+            x.chunk_id,
+            x.doc_id,
+            x.content,
+            x.metadata,
+            None if x.distance is None else float(x.distance),
+            None if x.rank is None else float(x.rank),
+        )
+        if x.side == "vector":
+            out.vector.append(row)
+        elif x.side == "ids":
+            out.ids.append(row)
+        else:
+            ordered[x.side].append((int(x.ord), row))
+    out.vector.sort(key=lambda row: row.distance or 0.0)
+    if r.ids:
+        found = {row.chunk_id: row for row in out.ids}
+        out.ids = [found[c] for c in r.ids if c in found]
+    out.text = [row for _, row in sorted(ordered["text"], key=lambda p: p[0])]
+    out.listing = [row for _, row in sorted(ordered["listing"], key=lambda p: p[0])]
+    return out
 
 
 async def all_texts(conn: AsyncConnection, table: str) -> tuple[list[str], list[str]]:
     rows = (await conn.execute(text(f"SELECT chunk_id, content FROM {table} ORDER BY chunk_id"))).all()
     return [r.chunk_id for r in rows], [r.content for r in rows]
-
-
-async def listing(
-    conn: AsyncConnection, table: str, limit: int, offset: int, where: str, params: dict[str, Any]
-) -> list[Row]:
-    rows = await conn.execute(
-        text(
-            f"SELECT chunk_id, doc_id, content, metadata FROM {table} WHERE {where} "
-            "ORDER BY doc_id, chunk_id LIMIT :limit OFFSET :offset"
-        ),
-        {**params, "limit": limit, "offset": offset},
-    )
-    return [Row(r.chunk_id, r.doc_id, r.content, r.metadata, None) for r in rows]
 
 
 async def delete_where(

@@ -16,10 +16,24 @@ def _dumps(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
+# Session defaults of every pooled connection: the HNSW candidate list searches use, and iterative index
+# scans (pgvector >= 0.8; ignored by older versions) so a filtered search still finds k rows. Set once per
+# connection, so a search needs no `SET` round trip of its own.
+HNSW_EF_SEARCH = 100
+SESSION_SETTINGS = {"hnsw.ef_search": str(HNSW_EF_SEARCH), "hnsw.iterative_scan": "relaxed_order"}
+
+
+async def _on_connect(conn: Any) -> None:
+    await register_vector_async(conn)
+    for name, value in SESSION_SETTINGS.items():
+        await conn.execute("SELECT set_config(%s, %s, false)", (name, value))
+    await conn.commit()
+
+
 def _register_vector(dbapi_connection: Any, _record: Any) -> None:
     """numpy arrays in and out of `vector` columns, in pgvector's binary format (needs the extension,
-    which the first migration creates before any pooled connection is opened)."""
-    dbapi_connection.run_async(register_vector_async)
+    which the first migration creates before any pooled connection is opened); the session settings."""
+    dbapi_connection.run_async(_on_connect)
 
 
 def to_async_url(url: str) -> str:
@@ -46,6 +60,8 @@ class Database:
             json_deserializer=orjson.loads,
         )
         event.listen(self.engine.sync_engine, "connect", _register_vector)
+        # reads of one statement: no BEGIN before it, no ROLLBACK after it (one round trip, not three)
+        self.autocommit: AsyncEngine = self.engine.execution_options(isolation_level="AUTOCOMMIT")
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncConnection]:
@@ -55,6 +71,13 @@ class Database:
     @asynccontextmanager
     async def connect(self) -> AsyncIterator[AsyncConnection]:
         async with self.engine.connect() as conn:
+            yield conn
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncConnection]:
+        """A connection in autocommit mode: each statement its own snapshot, no transaction round trips.
+        For reads that are one statement (or whose statements need no common snapshot)."""
+        async with self.autocommit.connect() as conn:
             yield conn
 
     async def close(self) -> None:
