@@ -6,7 +6,19 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = ("startup", "ingest", "search", "beir", "evaluate", "crawl", "files", "http", "agent", "peer")
+BENCHMARKS = (
+    "startup",
+    "ingest",
+    "search",
+    "beir",
+    "embedder",
+    "evaluate",
+    "crawl",
+    "files",
+    "http",
+    "agent",
+    "peer",
+)
 SKIPPED_BY_ALL_QUICK = {"peer"}  # compares with a server of one's own: run it by name
 QUICK_ARGS = {"startup": ["--repeat", "1"]}  # benchmarks without a --quick option of their own
 

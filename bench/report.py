@@ -9,7 +9,19 @@ from typing import Any
 from bench.common import RESULTS
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
-ORDER = ("startup", "ingest", "search", "beir", "evaluate", "crawl", "files", "http", "agent", "peer")
+ORDER = (
+    "startup",
+    "ingest",
+    "search",
+    "beir",
+    "embedder",
+    "evaluate",
+    "crawl",
+    "files",
+    "http",
+    "agent",
+    "peer",
+)
 
 
 def _table(rows: list[dict[str, Any]]) -> list[str]:
