@@ -154,4 +154,14 @@ def main(argv: list[str]) -> None:
         row["ΔnDCG@10"] = round(row["nDCG@10"] - rows[0]["nDCG@10"], 4)
     print_table("local embedder", rows)
     settings = {"docs": len(texts), "queries": len(queries), "threads": args.threads, "batch": args.batch}
-    write_result("embedder", {"quick": args.quick, "model": MODEL, "settings": settings, "table": rows})
+    from agentkb.kb.embedders.local import cpu_has_bf16
+
+    note = (
+        f"{len(texts)} documents (longest first, batches of {args.batch}, {args.threads} thread(s)), "
+        f"{len(queries)} queries; this CPU {'has' if cpu_has_bf16() else 'has no'} hardware bfloat16 "
+        "(avx512_bf16 / amx_bf16). `docs/s`: wall clock, best of the runs; `docs/CPU-s`: per CPU-second "
+        "of the process, steadier than the wall clock on a shared machine; `load avg`: the 1-minute load "
+        "average after the variant ran."
+    )
+    payload = {"quick": args.quick, "model": MODEL, "settings": settings, "table": rows, "note": note}
+    write_result("embedder", payload)

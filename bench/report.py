@@ -61,5 +61,7 @@ def main(argv: list[str]) -> None:
             ]
             out += _table(rows) if rows else ["(no table)"]
             out.append("")
+            if data.get("note"):
+                out += [str(data["note"]), ""]
     DOC.write_text("\n".join(out))
     print(f"wrote {DOC}")
