@@ -10,7 +10,8 @@ of the first `--queries` queries, then the corpus in order up to `--docs`).
 
 Variants: `torch-float32` (the reference), `torch-bfloat16`, `onnx-int8` (the default install's engine),
 `torch-int8-<layers>` (torch dynamic int8 on some Linear layers only: `ffn-in` the FFN up-projections,
-`ffn` both FFN projections, `all` every Linear of the encoder: measurements only, not an agentkb option).
+`ffn` both FFN projections, `attn` the attention's query/key/value, `all` every Linear of the encoder:
+measurements only, not an agentkb option).
 
     python -m bench embedder [--quick] [--docs N] [--queries N] [--threads T] [--batch B] [--variants ...]
 """
@@ -142,7 +143,7 @@ def main(argv: list[str]) -> None:
             "variant": variant,
             "docs/s": wall_rate,
             "docs/CPU-s": cpu_rate,
-            "× float32": round(wall_rate / rows[0]["docs/s"], 2) if rows else 1.0,
+            "× float32 (CPU-s)": round(cpu_rate / rows[0]["docs/CPU-s"], 2) if rows else 1.0,
             "cosine min": round(float(cosine.min()), 4),
             "cosine mean": round(float(cosine.mean()), 5),
             "nDCG@10": ndcg(doc_ids, vectors, encode(query_texts), judged),
@@ -160,7 +161,8 @@ def main(argv: list[str]) -> None:
         f"{len(texts)} documents (longest first, batches of {args.batch}, {args.threads} thread(s)), "
         f"{len(queries)} queries; this CPU {'has' if cpu_has_bf16() else 'has no'} hardware bfloat16 "
         "(avx512_bf16 / amx_bf16). `docs/s`: wall clock, best of the runs; `docs/CPU-s`: per CPU-second "
-        "of the process, steadier than the wall clock on a shared machine; `load avg`: the 1-minute load "
+        "of the process, steadier than the wall clock on a shared machine, and the ratio to float32 is "
+        "taken on it; `load avg`: the 1-minute load "
         "average after the variant ran."
     )
     payload = {"quick": args.quick, "model": MODEL, "settings": settings, "table": rows, "note": note}
