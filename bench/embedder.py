@@ -10,8 +10,8 @@ of the first `--queries` queries, then the corpus in order up to `--docs`).
 
 Variants: `torch-float32` (the reference), `torch-bfloat16`, `onnx-int8` (the default install's engine),
 `torch-int8-<layers>` (torch dynamic int8 on some Linear layers only: `ffn-in` the FFN up-projections,
-`ffn` both FFN projections, `attn` the attention's query/key/value, `all` every Linear of the encoder:
-measurements only, not an agentkb option).
+`ffn` both FFN projections, `attn` the attention's query/key/value, `attn+ffn-in` those two, `all` every
+Linear of the encoder: measurements only, not an agentkb option).
 
     python -m bench embedder [--quick] [--docs N] [--queries N] [--threads T] [--batch B] [--variants ...]
 """
@@ -35,6 +35,12 @@ INT8_LAYERS: dict[str, tuple[str, ...] | None] = {
     "ffn-in": ("intermediate.dense",),
     "ffn": ("intermediate.dense", "output.dense"),
     "attn": ("attention.self.query", "attention.self.key", "attention.self.value"),
+    "attn+ffn-in": (
+        "attention.self.query",
+        "attention.self.key",
+        "attention.self.value",
+        "intermediate.dense",
+    ),
     "all": None,
 }
 Encoder = Callable[[list[str]], np.ndarray]
