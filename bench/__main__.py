@@ -12,6 +12,7 @@ BENCHMARKS = (
     "writes",
     "search",
     "beir",
+    "embedder",
     "evaluate",
     "crawl",
     "files",

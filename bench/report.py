@@ -15,6 +15,7 @@ ORDER = (
     "writes",
     "search",
     "beir",
+    "embedder",
     "evaluate",
     "crawl",
     "files",
@@ -72,7 +73,7 @@ def main(argv: list[str]) -> None:
             if data.get("details"):
                 out += ["Details:", "", *_table(data["details"]), ""]
             if data.get("note"):
-                out += [data["note"], ""]
+                out += [str(data["note"]), ""]
     previous = DOC.read_text() if DOC.exists() else ""
     if KEPT in previous:
         out += [KEPT + previous.split(KEPT, 1)[1].rstrip("\n"), ""]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 from agentkb.errors import BadRequest
@@ -18,6 +19,8 @@ _ALIASES = {
     "openai": OPENAI,
     "ollama": OPENAI,
 }
+ENGINES = ("auto", "torch", "onnx")  # the local provider's engines (see local.py)
+PRECISIONS = ("auto", "float32", "bfloat16")
 KNOWN_DIMENSIONS = {
     (LOCAL, "all-minilm-l6-v2"): 384,
     (LOCAL, "sentence-transformers/all-minilm-l6-v2"): 384,
@@ -53,7 +56,39 @@ def normalize(given: Any, default: dict[str, Any]) -> dict[str, Any]:
         raise BadRequest(
             "'embedding_model.dimensions' must be an integer in 1..4000", title="Invalid embedding model"
         )
+    if _ALIASES[provider] == LOCAL:
+        _check_local(config)
     return config
+
+
+def torch_installed() -> bool:
+    """Whether the local torch engine can run here (torch and sentence-transformers; nothing imported)."""
+    return all(importlib.util.find_spec(name) is not None for name in ("torch", "sentence_transformers"))
+
+
+def _check_local(config: dict[str, Any]) -> None:
+    """The local provider's `engine` and `precision`: known values, and a pair this install can run."""
+    for key, allowed in (("engine", ENGINES), ("precision", PRECISIONS)):
+        value = config.get(key)
+        if value is not None and value not in allowed:
+            raise BadRequest(
+                f"'embedding_model.{key}' must be one of: {', '.join(allowed)} (got {value!r})",
+                title="Invalid embedding model",
+            )
+    engine, precision = config.get("engine") or "auto", config.get("precision") or "auto"
+    if engine == "auto":
+        engine = "torch" if torch_installed() else "onnx"
+    if engine == "torch" and not torch_installed():
+        raise BadRequest(
+            "'embedding_model.engine' 'torch' needs torch and sentence-transformers, which this server does "
+            "not have (pip install 'agentkb[torch]'); use 'onnx' or 'auto'",
+            title="Invalid embedding model",
+        )
+    if engine == "onnx" and precision == "bfloat16":
+        raise BadRequest(
+            "'embedding_model.precision' 'bfloat16' needs the torch engine (the ONNX model is int8)",
+            title="Invalid embedding model",
+        )
 
 
 def kind(config: dict[str, Any]) -> str:

@@ -16,11 +16,12 @@ EMBEDDER_KINDS: dict[str, type[Embedder]] = {
     embedding_config.LOCAL: LocalEmbedder,
     embedding_config.OPENAI: OpenAIEmbedder,
 }
-CacheKey = tuple[str, str, str | None, str | None, int | None]
+CacheKey = tuple[str, str, str | None, str | None, int | None, str | None, str | None]
 
 
 def cache_key(config: dict[str, Any]) -> CacheKey:
-    """(kind, model_name, base_url, api_key, dimensions): configurations that share an embedder."""
+    """(kind, model_name, base_url, api_key, dimensions, engine, precision): configurations that share
+    an embedder."""
     dimensions = config.get("dimensions")
     return (
         embedding_config.kind(config),
@@ -28,6 +29,8 @@ def cache_key(config: dict[str, Any]) -> CacheKey:
         config.get("base_url"),
         config.get("api_key"),
         dimensions if isinstance(dimensions, int) else None,
+        config.get("engine"),
+        config.get("precision"),
     )
 
 
