@@ -26,6 +26,7 @@ from agentkb.api import (
     projects,
     sql,
     status,
+    transfer,
 )
 from agentkb.api.auth import Authenticate, document_security, public_paths
 from agentkb.api.mcp import MCPDoor
@@ -71,6 +72,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         agents,
         completions,
         knowledge_bases,
+        transfer,
         jobs,
         databases,
         sql,
@@ -89,7 +91,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.add_middleware(RateLimit, per_minute=settings.rate_limit_per_min)
     app.add_middleware(Authenticate, public=public_paths(app))
     app.add_middleware(
-        RequestContext, max_body_bytes=settings.max_body_bytes, max_upload_bytes=settings.max_upload_bytes
+        RequestContext,
+        max_body_bytes=settings.max_body_bytes,
+        max_upload_bytes=settings.max_upload_bytes,
+        max_import_bytes=settings.max_import_bytes,
     )
     app.add_middleware(RequestMetrics, routes=app.router.routes)  # counts every answer, 401/413/429 too
     if settings.cors_origins:  # outermost: preflights are answered before anything else runs

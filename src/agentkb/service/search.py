@@ -49,8 +49,16 @@ def search_mode(kb: KnowledgeBaseRow, options: SearchOptions) -> str:
 
 
 class SearchService:
-    def __init__(self, db: Database, embedders: EmbedderRegistry, *, box: SecretBox | None = None) -> None:
+    def __init__(
+        self,
+        db: Database,
+        embedders: EmbedderRegistry,
+        *,
+        box: SecretBox | None = None,
+        read_db: Database | None = None,
+    ) -> None:
         self.db = db
+        self.read_db = read_db or db  # the chunks are read here: a replica when AGENTKB_DATABASE_READ_URL
         self.embedders = embedders
         self.box = box or SecretBox.from_environment()
         self.lexical = LexicalIndexes()
@@ -115,15 +123,15 @@ class SearchService:
             lexical = await self.lexical.get(
                 kb.id, kb.updated_at, lambda: self._chunk_count(kb), lambda: self._texts(kb)
             )
-        async with self.db.connect() as conn:
+        async with self.read_db.connect() as conn:
             return await search(conn, kb.storage_table, kb.vector_dim, options, vector, lexical)
 
     async def _chunk_count(self, kb: KnowledgeBaseRow) -> int:
-        async with self.db.connect() as conn:
+        async with self.read_db.connect() as conn:
             return (await chunks.counts(conn, kb.storage_table))[1]
 
     async def _texts(self, kb: KnowledgeBaseRow) -> tuple[list[str], list[str]]:
-        async with self.db.connect() as conn:
+        async with self.read_db.connect() as conn:
             return await chunk_search.all_texts(conn, kb.storage_table)
 
     async def query(self, query: KBQuery, default_project: str) -> tuple[KnowledgeBaseRow, list[Hit]]:
