@@ -219,6 +219,7 @@ def test_cli_round_trip_local_model(
     """A local-model KB: `agentkb export --url` (HTTP), `agentkb import` on the database directly, then
     `agentkb export` from the database and `agentkb import --url`: search results stay identical."""
     kb = f"cli_{unique}"
+    client = httpx.Client(base_url=base_url, timeout=600)  # the first use of the local model loads it
     make_kb(client, kb)  # the default embedder: all-MiniLM-L6-v2, in process
     before = search_all(client, kb)
     env = {"AGENTKB_DATABASE_URL": pg_url, "AGENTKB_DATA_DIR": str(tmp_path / "data")}

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request, Response
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 from starlette.routing import Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -35,6 +35,7 @@ INVALID = "The credential is invalid, expired or revoked: log in again or use a 
 
 
 class LoginRequest(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"username": "admin", "password": "s3cret"}]})
     username: str | None = None
     password: str | None = None
 

@@ -129,7 +129,7 @@ def export(
         raise typer.BadParameter(f"{file} exists (give --force to replace it)", param_hint="FILE")
     part = file.with_name(file.name + ".part")
     try:
-        with part.open("wb") as out, _bar("export", unit_bytes=False) as (bar, console):
+        with part.open("wb") as out, _bar("export") as (bar, _console):
             task = bar.add_task(kb, total=None)
             if url is None:
                 count = _export_local(kb, project, data_dir, out, bar, task)
@@ -143,7 +143,7 @@ def export(
     except BaseException:
         part.unlink(missing_ok=True)
         raise
-    console.print(f"exported {project}.{kb}: {count:,} chunks to {file} ({file.stat().st_size:,} bytes)")
+    typer.echo(f"exported {project}.{kb}: {count:,} chunks to {file} ({file.stat().st_size:,} bytes)")
 
 
 def _export_local(
