@@ -117,3 +117,19 @@ def test_bodies_read_by_hand_are_declared() -> None:
     exported = SPEC["paths"]["/api/projects/{project_name}/knowledge_bases/{kb_name}/export"]["get"]
     assert exported["responses"]["200"]["content"]["application/gzip"]["schema"]["format"] == "binary"
     assert "application/json" not in exported["responses"]["200"]["content"]
+
+
+def test_docs_pages_need_no_cdn(client: Any) -> None:
+    """`/docs` and `/redoc` load their scripts from the server itself (package files), not from a CDN."""
+    for page, assets in (
+        ("/docs", ("/docs/assets/swagger-ui-bundle.js", "/docs/assets/swagger-ui.css")),
+        ("/redoc", ("/docs/assets/redoc.standalone.js",)),
+    ):
+        html = client.get(page)
+        assert html.status_code == 200 and html.headers["content-type"].startswith("text/html")
+        assert "http://" not in html.text and "https://" not in html.text, page
+        for asset in assets:
+            assert asset in html.text
+            served = client.get(asset)
+            assert served.status_code == 200 and len(served.content) > 10_000, asset
+    assert client.get("/docs/oauth2-redirect").status_code == 200

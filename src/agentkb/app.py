@@ -16,6 +16,7 @@ from agentkb.api import (
     completions,
     config,
     databases,
+    docs,
     errors,
     evaluations,
     files,
@@ -61,6 +62,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=__version__,
         description="AI agents over knowledge bases and SQL data, behind MindsDB's agents/KB HTTP API.",
         lifespan=lifespan,
+        docs_url=None,  # served by api/docs.py from package files, not a CDN
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.shutdown = Shutdown()  # begun by the server on SIGTERM (agentkb.cli.server)
@@ -85,6 +88,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(openai_compat.router)  # agents as OpenAI chat models
     app.state.mcp = MCPDoor(lambda: app.state.services, settings.host)  # MCP, streamable HTTP
     app.router.routes.extend(app.state.mcp.routes)
+    docs.install(app)
     document_security(app)
     # the last added runs first: request id and body limit, then authentication, then the rate limit
     if settings.rate_limit_per_min > 0:
