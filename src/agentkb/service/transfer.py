@@ -137,7 +137,8 @@ class TransferService:
                     done += len(batch)
                     if on_progress is not None:
                         on_progress(done, header.chunks)
-                await chunks.build_vector_index(
+                # the vector index, built once over every row (as CREATE INDEX ON KNOWLEDGE_BASE does)
+                await chunks.rebuild_vector_index(
                     conn, kb.storage_table, kb.vector_dim, kb.params.get("vector_index")
                 )
                 documents, total = await chunks.counts(conn, kb.storage_table)
@@ -170,7 +171,6 @@ class TransferService:
         if not await repo.insert_new(conn, row):
             raise conflict(name)
         await chunks.create_chunk_table(conn, table, header.vector_dim)
-        await chunks.drop_vector_index(conn, table)  # built once, after the load
         kb = await repo.get_by_id(conn, kb_id)
         assert kb is not None
         return kb
