@@ -16,6 +16,7 @@ from agentkb.api import (
     completions,
     config,
     databases,
+    docs,
     errors,
     evaluations,
     files,
@@ -26,6 +27,7 @@ from agentkb.api import (
     projects,
     sql,
     status,
+    transfer,
 )
 from agentkb.api.auth import Authenticate, document_security, public_paths
 from agentkb.api.mcp import MCPDoor
@@ -60,6 +62,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=__version__,
         description="AI agents over knowledge bases and SQL data, behind MindsDB's agents/KB HTTP API.",
         lifespan=lifespan,
+        docs_url=None,  # served by api/docs.py from package files, not a CDN
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.shutdown = Shutdown()  # begun by the server on SIGTERM (agentkb.cli.server)
@@ -71,6 +75,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         agents,
         completions,
         knowledge_bases,
+        transfer,
         jobs,
         databases,
         sql,
@@ -84,6 +89,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.mcp = MCPDoor(lambda: app.state.services, settings.host)  # MCP, streamable HTTP
     app.router.routes.extend(app.state.mcp.routes)
     console.install(app)  # the web console at /console (not in the OpenAPI schema)
+    docs.install(app)
     document_security(app)
     # the last added runs first: request id and body limit, then authentication, then the rate limit
     if settings.rate_limit_per_min > 0:
@@ -91,7 +97,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(Authenticate, public=public_paths(app) | console.PUBLIC_PATHS)
     app.add_middleware(console.ConsoleSession)  # before Authenticate: the console's cookie as the credential
     app.add_middleware(
-        RequestContext, max_body_bytes=settings.max_body_bytes, max_upload_bytes=settings.max_upload_bytes
+        RequestContext,
+        max_body_bytes=settings.max_body_bytes,
+        max_upload_bytes=settings.max_upload_bytes,
+        max_import_bytes=settings.max_import_bytes,
     )
     app.add_middleware(RequestMetrics, routes=app.router.routes)  # counts every answer, 401/413/429 too
     if settings.cors_origins:  # outermost: preflights are answered before anything else runs

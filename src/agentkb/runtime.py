@@ -42,6 +42,11 @@ async def open_runtime(
         embedded = EmbeddedPostgres(settings.pg_dir)
         url = await asyncio.to_thread(embedded.start)
     db = Database(url, pool_size=settings.db_pool_size)
+    replica = (
+        Database(settings.database_read_url, pool_size=settings.db_pool_size)
+        if settings.database_read_url
+        else None
+    )
     services: Services | None = None
     worker_task: asyncio.Task[None] | None = None
     drain_task: asyncio.Task[None] | None = None
@@ -49,7 +54,9 @@ async def open_runtime(
     try:
         await asyncio.to_thread(migrate.upgrade, url)
         await secrets.seal_plaintext(db, box)  # records from before secrets were encrypted
-        services = build_services(settings, db, EmbedderRegistry(), http_client, shutdown, box=box)
+        services = build_services(
+            settings, db, EmbedderRegistry(), http_client, shutdown, box=box, read_db=replica
+        )
         await services.projects.ensure_default()
         await services.files.import_local_blobs()  # uploads an older version kept on this host's disk
         if run_worker:
@@ -71,6 +78,8 @@ async def open_runtime(
             await services.aclose()
         await http_client.aclose()
         await db.close()
+        if replica is not None:
+            await replica.close()
         if embedded is not None:
             await asyncio.to_thread(embedded.stop)
 

@@ -39,6 +39,16 @@ class Settings(BaseSettings):
         description="PostgreSQL URL (with pgvector available). Unset: a private PostgreSQL is started "
         "in `<data_dir>/pg`.",
     )
+    database_read_url: str | None = Field(
+        default=None,
+        description="A read replica of the database (PostgreSQL URL): knowledge-base searches and listings "
+        "read from it; everything else (writes, records, jobs) uses the primary. Unset: the primary.",
+    )
+    max_import_bytes: int = Field(
+        default=16 * 1024**3,
+        description="Largest knowledge-base export file accepted by `POST .../knowledge_bases/import`; "
+        "larger gets 413.",
+    )
     host: str = Field(default="127.0.0.1", description="Interface `agentkb serve` binds to.")
     port: int = Field(default=47334, description="Port `agentkb serve` listens on (MindsDB's HTTP port).")
     default_project: str = Field(default="mindsdb", description="Name of the project that always exists.")

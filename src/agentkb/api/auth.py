@@ -14,10 +14,11 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request, Response
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 from starlette.routing import Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from agentkb.api import docs as api_docs
 from agentkb.api.deps import ServicesDep
 from agentkb.api.openai_compat import OPENAI_PREFIX, openai_error
 from agentkb.api.responses import JSON, Problem, problems
@@ -35,6 +36,7 @@ INVALID = "The credential is invalid, expired or revoked: log in again or use a 
 
 
 class LoginRequest(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"username": "admin", "password": "s3cret"}]})
     username: str | None = None
     password: str | None = None
 
@@ -95,7 +97,7 @@ async def logout(request: Request, services: ServicesDep) -> Any:
 def public_paths(app: FastAPI) -> frozenset[str]:
     """The paths open without a credential: health, status, login, and the API's docs and schema."""
     docs = {app.openapi_url, app.docs_url, app.redoc_url, app.swagger_ui_oauth2_redirect_url}
-    return PUBLIC_PATHS | {path for path in docs if path}
+    return PUBLIC_PATHS | api_docs.PATHS | {path for path in docs if path}
 
 
 SECURITY_SCHEMES = {

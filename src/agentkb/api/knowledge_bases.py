@@ -8,7 +8,7 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from pydantic import ValidationError
 
 from agentkb.api.deps import ServicesDep
-from agentkb.api.responses import EMPTY_STRING, JSON, problems
+from agentkb.api.responses import EMPTY_STRING, JSON, problems, schema_ref
 from agentkb.api.schemas import (
     DeletedDocuments,
     DeleteDocumentsRequest,
@@ -144,6 +144,13 @@ async def search_knowledge_base(
 @router.delete(
     "/{kb_name}",
     response_model=DeletedDocuments,
+    openapi_extra={
+        "requestBody": {
+            "required": False,
+            "description": "Absent: drop the knowledge base. Present: delete those documents / chunks only.",
+            "content": {"application/json": {"schema": schema_ref(DeleteDocumentsRequest)}},
+        }
+    },
     responses={
         200: {"description": "Documents deleted"},
         204: {"description": "Knowledge base dropped"},

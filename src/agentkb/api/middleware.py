@@ -20,10 +20,17 @@ class RequestContext:
     arrived — the app then reads the end of the body (`http.disconnect`) and whatever it answers is
     replaced by the 413."""
 
-    def __init__(self, app: ASGIApp, max_body_bytes: int, max_upload_bytes: int | None = None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_body_bytes: int,
+        max_upload_bytes: int | None = None,
+        max_import_bytes: int | None = None,
+    ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.max_upload_bytes = max_upload_bytes if max_upload_bytes is not None else max_body_bytes
+        self.max_import_bytes = max_import_bytes if max_import_bytes is not None else max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -47,11 +54,13 @@ class RequestContext:
             await send(message)
 
         # an upload's multipart body is the file plus its form fields and boundaries
-        limit = (
-            self.max_upload_bytes + FORM_OVERHEAD
-            if scope["path"].startswith("/api/files")
-            else self.max_body_bytes
-        )
+        path: str = scope["path"]
+        if path.startswith("/api/files"):
+            limit = self.max_upload_bytes + FORM_OVERHEAD
+        elif path.endswith("/knowledge_bases/import"):  # a knowledge base's export file
+            limit = self.max_import_bytes + FORM_OVERHEAD
+        else:
+            limit = self.max_body_bytes
         try:
             declared = _content_length(scope)
             if declared is not None and declared > limit:

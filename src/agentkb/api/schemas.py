@@ -93,6 +93,21 @@ class KnowledgeBaseFields(_Lenient):
 
 
 class KnowledgeBaseRequest(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "knowledge_base": {
+                        "name": "docs_kb",
+                        "embedding_model": {"provider": "local", "model_name": "all-MiniLM-L6-v2"},
+                        "metadata_columns": ["category"],
+                        "content_columns": ["body"],
+                        "id_column": "doc_id",
+                    }
+                }
+            ]
+        }
+    )
     knowledge_base: KnowledgeBaseFields
 
 
@@ -141,6 +156,7 @@ class ProjectRecord(BaseModel):
 
 
 class ProjectRequest(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"name": "support"}]})
     name: str
 
 
@@ -161,6 +177,20 @@ class InsertFields(_Lenient):
 
 
 class InsertRequest(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "knowledge_base": {
+                        "rows": [
+                            {"doc_id": "faq-1", "body": "Refunds take five days.", "category": "billing"},
+                            {"doc_id": "faq-2", "body": "The office opens at nine.", "category": "office"},
+                        ]
+                    }
+                }
+            ]
+        }
+    )
     knowledge_base: InsertFields
 
 
@@ -171,7 +201,15 @@ class FilterCondition(BaseModel):
 
 
 class SearchRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"query": "how long do refunds take", "limit": 5, "filters": {"category": "billing"}},
+                {"query": "opening hours", "hybrid_search_alpha": 0.7, "relevance_threshold": 0.2},
+            ]
+        },
+    )
     query: str | None = Field(None, description="Text to search for; omit to list chunks.")
     limit: int | None = Field(
         None, ge=0, description="Rows to return (default 10, at most 100 with a query)."
@@ -199,7 +237,17 @@ class SearchHit(BaseModel):
 
 
 class DeleteDocumentsRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """The optional body of `DELETE …/knowledge_bases/{kb}`: without it the whole knowledge base is dropped."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"ids": ["faq-1", "faq-2"]},
+                {"filters": [{"key": "category", "op": "=", "value": "office"}]},
+            ]
+        },
+    )
     ids: list[Any] | None = Field(None, description="Document ids to delete.")
     filters: dict[str, Any] | list[FilterCondition] | None = None
 

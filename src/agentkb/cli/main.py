@@ -14,6 +14,7 @@ from agentkb.cli.ingest import ingest
 from agentkb.cli.keys import keys, with_services
 from agentkb.cli.mcp import mcp
 from agentkb.cli.secret_key import rotate_secret
+from agentkb.cli.transfer import export, import_
 
 app = typer.Typer(help="agentkb: AI agents over knowledge bases and SQL data.", no_args_is_help=True)
 
@@ -142,6 +143,8 @@ def worker(
 app.command("ingest")(ingest)
 app.command("evaluate")(evaluate)
 app.command("mcp")(mcp)
+app.command("export")(export)
+app.command("import")(import_)
 keys.command("rotate-secret")(rotate_secret)
 app.add_typer(keys, name="keys")
 

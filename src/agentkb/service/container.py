@@ -32,6 +32,7 @@ from agentkb.service.search import SearchService
 from agentkb.service.sql import SQLService
 from agentkb.service.sql_evaluate import SQLTables
 from agentkb.service.sql_insert import SQLInsert
+from agentkb.service.transfer import TransferService
 from agentkb.settings import Settings
 from agentkb.storage.db import Database
 
@@ -59,6 +60,7 @@ class Services:
     metrics: MetricsService
     chat: ChatService  # agents as OpenAI chat models (`/v1`)
     mcp: MCPService  # what the MCP server adds: every project's KBs, fenced read-only SQL
+    transfer: TransferService
 
     async def aclose(self) -> None:
         """Give back what the services hold (data-source engines, embedder and search HTTP clients), store the
@@ -78,19 +80,26 @@ def build_services(
     shutdown: Shutdown | None = None,
     *,
     box: SecretBox | None = None,
+    read_db: Database | None = None,
 ) -> Services:
     """`http_client` is the one HTTP client of the LLM providers (the runtime owns and closes it);
     `shutdown` is the process's (the runtime stops the worker when it begins); `box` seals and reveals
-    stored secrets (default: `AGENTKB_SECRET_KEY` alone; the runtime passes its own)."""
+    stored secrets (default: `AGENTKB_SECRET_KEY` alone; the runtime passes its own); `read_db` is a read
+    replica (`AGENTKB_DATABASE_READ_URL`) for searches and KB listings (default: `db`)."""
     shutdown = shutdown or Shutdown()
     box = box or SecretBox.from_environment()
     data_sources = DataSourceService(db, box=box)
     agent_service = AgentService(db, settings.default_model, box=box)
     kb_service = KnowledgeBaseService(
-        db, settings.default_embedding_model, embedders.dimension, settings.default_reranking_model, box=box
+        db,
+        settings.default_embedding_model,
+        embedders.dimension,
+        settings.default_reranking_model,
+        box=box,
+        read_db=read_db,
     )
     kb_admin = KnowledgeBaseAdmin(db, embedders, box=box)
-    search = SearchService(db, embedders, box=box)
+    search = SearchService(db, embedders, box=box, read_db=read_db)
     files = FileService(db, settings.data_dir / "files", max_bytes=settings.max_upload_bytes)
     query_sources = QuerySources(data_sources, files)  # an insert's SELECT: uploaded files or a data source
     ingest = IngestService(db, embedders, query_sources, heartbeat_s=settings.job_heartbeat_s, box=box)
@@ -146,4 +155,5 @@ def build_services(
         metrics=MetricsService(db),
         chat=ChatService(projects, agent_service, completions),
         mcp=MCPService(projects, kb_service, search, data_sources, files),
+        transfer=TransferService(db, box=box),
     )

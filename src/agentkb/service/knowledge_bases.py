@@ -82,15 +82,17 @@ class KnowledgeBaseService:
         default_reranking_model: dict[str, Any] | None = None,
         *,
         box: SecretBox | None = None,
+        read_db: Database | None = None,
     ) -> None:
         self.db = db
+        self.read_db = read_db or db  # listings: a replica when AGENTKB_DATABASE_READ_URL is set
         self.default_embedding_model = default_embedding_model
         self.default_reranking_model = dict(default_reranking_model or {})
         self.dimension = dimension
         self.box = box or SecretBox.from_environment()
 
     async def list(self, project_name: str) -> list[KnowledgeBaseRow]:
-        async with self.db.connect() as conn:
+        async with self.read_db.connect() as conn:
             project = await projects.resolve(conn, project_name)
             return await repo.list_for_project(conn, project.id)
 

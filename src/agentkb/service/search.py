@@ -75,8 +75,16 @@ class SearchService:
     search reads back in its one statement; a search that finds another version reloads the row and runs
     again, one that finds the KB gone looks its name up again."""
 
-    def __init__(self, db: Database, embedders: EmbedderRegistry, *, box: SecretBox | None = None) -> None:
+    def __init__(
+        self,
+        db: Database,
+        embedders: EmbedderRegistry,
+        *,
+        box: SecretBox | None = None,
+        read_db: Database | None = None,
+    ) -> None:
         self.db = db
+        self.read_db = read_db or db  # the chunks are read here: a replica when AGENTKB_DATABASE_READ_URL
         self.embedders = embedders
         self.box = box or SecretBox.from_environment()
         self.lexical = LexicalIndexes()
@@ -248,8 +256,8 @@ class SearchService:
         ids: list[str] | None,
     ) -> tuple[datetime, list[Hit]]:
         """(the KB's version, hits): one round trip."""
-        try:
-            async with self.db.read() as conn:
+        try:  # on the replica when there is one (the BM25 texts and KB rows come from the primary)
+            async with self.read_db.read() as conn:
                 version, hits = await search(
                     conn, kb.id, kb.storage_table, kb.vector_dim, options, vector, ids
                 )
