@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from agentkb.errors import PayloadTooLarge
-from agentkb.ingest.files.parse import Tabular
+from agentkb.ingest.files.tables import Tabular
 from agentkb.service.files import FileService
 from agentkb.storage import files as files_repo
 from agentkb.storage.db import Database

@@ -8,7 +8,8 @@ import pytest
 
 from agentkb.errors import BadRequest
 from agentkb.ingest.files.detect import detect_extension
-from agentkb.ingest.files.parse import Section, Tabular, TextDocument, file_documents, parse_file
+from agentkb.ingest.files.parse import Section, TextDocument, file_documents, parse_file
+from agentkb.ingest.files.tables import Tabular
 from agentkb.kb.documents import ColumnSpec, row_documents
 from tests.ingest.fixtures import BROKEN, DOCX_SECTIONS, MAKERS, PDF_PAGES, PPTX_SLIDES, ROWS, make_all
 

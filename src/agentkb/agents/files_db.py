@@ -19,7 +19,7 @@ from sqlalchemy import Engine
 from sqlalchemy.pool import StaticPool
 
 from agentkb.agents.ports import UploadedTables
-from agentkb.ingest.files.parse import Tabular
+from agentkb.ingest.files.tables import Tabular
 
 FILES = "files"  # MindsDB's data source of uploaded files
 DIALECT = "sqlite"

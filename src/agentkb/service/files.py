@@ -31,7 +31,8 @@ from agentkb.errors import BadRequest, NotFound, PayloadTooLarge
 from agentkb.ingest.files.archive import archive_kind as archive_kind  # for the HTTP layer
 from agentkb.ingest.files.archive import unpack_single
 from agentkb.ingest.files.detect import detect_extension
-from agentkb.ingest.files.parse import SUPPORTED, ParsedFile, Tabular, parse_file
+from agentkb.ingest.files.parse import SUPPORTED, ParsedFile, parse_file
+from agentkb.ingest.files.tables import Tabular
 from agentkb.storage import files as repo
 from agentkb.storage.db import Database
 from agentkb.storage.files import PART_BYTES, FileRow, NewFile

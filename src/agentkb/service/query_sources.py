@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from mindsdb_sql_parser import ast, parse_sql
 
 from agentkb.errors import BadRequest
-from agentkb.ingest.files.parse import Tabular
+from agentkb.ingest.files.tables import Tabular
 from agentkb.sql import catalog
 
 if TYPE_CHECKING:

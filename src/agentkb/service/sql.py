@@ -24,7 +24,7 @@ import sqlalchemy
 from mindsdb_sql_parser import ast
 
 from agentkb.errors import BadRequest, NotFound
-from agentkb.ingest.files.parse import Tabular
+from agentkb.ingest.files.tables import Tabular
 from agentkb.service import sql_ddl
 from agentkb.service.knowledge_bases import KnowledgeBaseInput
 from agentkb.service.search import KnowledgeBaseGone

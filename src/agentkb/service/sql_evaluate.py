@@ -14,7 +14,7 @@ import orjson
 from mindsdb_sql_parser import ast, parse_sql
 
 from agentkb.errors import AgentKBError, BadRequest
-from agentkb.ingest.files.parse import Tabular
+from agentkb.ingest.files.tables import Tabular
 from agentkb.service.evaluate import evaluate_input
 from agentkb.service.files import check_file_name
 from agentkb.service.sql import Result, SQLService, jsonable

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from mindsdb_sql_parser import ast
 
 from agentkb.errors import BadRequest
-from agentkb.ingest.files.parse import Tabular
+from agentkb.ingest.files.tables import Tabular
 from agentkb.sql import frames, plan, pushdown
 from agentkb.sql.frames import Frame
 

@@ -12,17 +12,15 @@ Every failure is a 400 naming the file; the libraries' own errors are passed on 
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import date, datetime, time
 from pathlib import Path
 from typing import Any
 
 from agentkb.errors import BadRequest
+from agentkb.ingest.files.tables import Invalid as _Invalid
+from agentkb.ingest.files.tables import Tabular, csv_table, json_lines_table, json_table, xlsx_table
 from agentkb.kb.documents import Document
 
 
@@ -33,12 +31,6 @@ class Section:
 
 
 @dataclass(frozen=True, slots=True)
-class Tabular:
-    columns: list[str]
-    rows: list[dict[str, Any]]
-
-
-@dataclass(frozen=True, slots=True)
 class TextDocument:
     sections: list[Section]
     extension: str = "txt"
@@ -46,10 +38,6 @@ class TextDocument:
 
 
 ParsedFile = Tabular | TextDocument
-
-
-class _Invalid(ValueError):
-    """A parser's verdict on the content, reported as is."""
 
 
 def parse_file(path: Path, name: str, extension: str) -> ParsedFile:
@@ -311,135 +299,10 @@ def _shape_texts(shape: Any) -> Iterator[str]:
             yield " | ".join(cell.text for cell in row.cells)
 
 
-# --- tables -------------------------------------------------------------------------------------------
-
-
-def _unique_columns(header: list[str]) -> list[str]:
-    """pandas' names: `Unnamed: i` for a blank header, `x.1`, `x.2` for repeats."""
-    columns: list[str] = []
-    for i, raw in enumerate(header):
-        base = raw.strip() or f"Unnamed: {i}"
-        name, n = base, 0
-        while name in columns:
-            n += 1
-            name = f"{base}.{n}"
-        columns.append(name)
-    return columns
-
-
-_INT = re.compile(r"-?(?:0|[1-9][0-9]*)")
-_FLOAT = re.compile(r"-?(?:(?:0|[1-9][0-9]*)(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
-
-
-def _infer_numbers(columns: list[str], rows: list[dict[str, Any]]) -> None:
-    """Columns whose every value is an integer (or a number) become int (or float), as pandas reads them."""
-    for column in columns:
-        values = [row[column] for row in rows if row.get(column) is not None]
-        if not values:
-            continue
-        kind: Callable[[str], Any] | None = None
-        if all(_INT.fullmatch(v) for v in values):
-            kind = int
-        elif all(_FLOAT.fullmatch(v) for v in values):
-            kind = float
-        if kind is not None:
-            for row in rows:
-                if row.get(column) is not None:
-                    row[column] = kind(row[column])
-
-
-def _csv(path: Path, delimiter: str | None = None) -> Tabular:
-    text = _read_text(path)
-    if delimiter is None:
-        try:
-            delimiter = csv.Sniffer().sniff(text[:65536], delimiters=",;\t|").delimiter
-        except csv.Error:
-            delimiter = ","
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
-    header = next((record for record in reader if any(cell.strip() for cell in record)), None)
-    if header is None:
-        raise _Invalid("no header row")
-    columns = _unique_columns(header)
-    rows = []
-    for record in reader:
-        if not any(cell.strip() for cell in record):
-            continue
-        if len(record) > len(columns) and any(cell.strip() for cell in record[len(columns) :]):
-            raise _Invalid(f"line {reader.line_num}: expected {len(columns)} fields, saw {len(record)}")
-        rows.append(
-            {c: (v if v != "" else None) for c, v in zip(columns, record + [""] * len(columns), strict=False)}
-        )
-    _infer_numbers(columns, rows)
-    return Tabular(columns, rows)
-
-
-def _records(records: list[Any], where: str) -> Tabular:
-    if not records:
-        raise _Invalid(f"{where} has no rows")
-    columns: dict[str, None] = {}
-    for i, record in enumerate(records):
-        if not isinstance(record, dict):
-            raise _Invalid(f"{where} item {i} is not an object")
-        columns.update(dict.fromkeys(str(k) for k in record))
-    return Tabular(list(columns), [{str(k): v for k, v in record.items()} for record in records])
-
-
-def _json_lines(text: str) -> Tabular:
-    records = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise _Invalid(f"line {number}: {exc}") from exc
-    return _records(records, "the file")
-
-
-def _json(path: Path) -> Tabular:
-    text = _read_text(path)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        if exc.msg == "Extra data":  # JSON Lines under a .json name
-            return _json_lines(text)
-        raise _Invalid(str(exc)) from exc
-    if isinstance(data, dict):
-        data = [data]
-    if not isinstance(data, list):
-        raise _Invalid("expected an array of objects")
-    return _records(data, "the array")
-
-
-def _xlsx(path: Path) -> Tabular:
-    import openpyxl
-
-    with path.open("rb") as f:  # a file object: openpyxl refuses paths without an .xlsx suffix
-        book = openpyxl.load_workbook(f, read_only=True, data_only=True)
-        try:
-            records = book.worksheets[0].iter_rows(values_only=True)
-            header = next((r for r in records if any(v not in (None, "") for v in r)), None)
-            if header is None:
-                raise _Invalid("the first sheet is empty")
-            cells = ["" if v is None else str(v) for v in header]
-            while cells and not cells[-1].strip():
-                cells.pop()
-            columns = _unique_columns(cells)
-            rows = [
-                {
-                    c: v.isoformat() if isinstance(v, (datetime, date, time)) else v
-                    for c, v in zip(columns, record, strict=False)
-                }
-                for record in records
-                if any(v not in (None, "") for v in record)
-            ]
-        finally:
-            book.close()
-    return Tabular(columns, rows)
-
-
 _PARSERS: dict[str, Callable[[Path], ParsedFile]] = {
-    "csv": _csv, "tsv": lambda path: _csv(path, "\t"), "xlsx": _xlsx, "json": _json,
-    "jsonl": lambda path: _json_lines(_read_text(path)), "ndjson": lambda path: _json_lines(_read_text(path)),
+    "csv": lambda path: csv_table(_read_text(path)), "tsv": lambda path: csv_table(_read_text(path), "\t"),
+    "xlsx": xlsx_table, "json": lambda path: json_table(_read_text(path)),
+    "jsonl": lambda path: json_lines_table(_read_text(path)), "ndjson": lambda path: json_lines_table(_read_text(path)),
     "pdf": _pdf, "docx": _docx, "pptx": _pptx, "html": _html, "htm": _html, "md": _markdown, "markdown": _markdown,
     "txt": _txt,
 }  # fmt: skip

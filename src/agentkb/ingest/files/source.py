@@ -9,7 +9,8 @@ from typing import Any, Protocol
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb.errors import BadRequest, NotFound
-from agentkb.ingest.files.parse import ParsedFile, Tabular, file_documents
+from agentkb.ingest.files.parse import ParsedFile, file_documents
+from agentkb.ingest.files.tables import Tabular
 from agentkb.ingest.request import BATCH_ROWS, InsertInput, Progress
 from agentkb.kb.documents import ColumnSpec, Document, row_documents
 from agentkb.storage.knowledge_bases import KnowledgeBaseRow
