@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agentkb.cli.ingest import items_done, unique_names, upload_name
+from agentkb.cli.ingest_job import items_done, unique_names, upload_name
 from tests.helpers import stub_kb
 from tests.ingest.fixtures import MARKDOWN, make_csv
 from tests.ingest.site import GeneratedSite

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from agentkb.cli.ingest import DEFAULT_SERVER, problem
+from agentkb.cli.ingest import DEFAULT_SERVER
+from agentkb.cli.ingest_job import problem
 
 if TYPE_CHECKING:
     import httpx

@@ -75,7 +75,7 @@ def _client(url: str, api_key: str | None) -> httpx.Client:
 
 
 def _problem(response: httpx.Response) -> str:
-    from agentkb.cli.ingest import problem
+    from agentkb.cli.ingest_job import problem
 
     response.read()
     return problem(response)
@@ -283,7 +283,7 @@ def _import_remote(
     import httpx
     import orjson
 
-    from agentkb.cli.ingest import _Counting
+    from agentkb.cli.ingest_job import Counting
     from agentkb.service.transfer import SECRET_FIELDS
 
     fields = {field: secrets.pop(path) for field, path in SECRET_FIELDS.items() if path in secrets}
@@ -293,7 +293,7 @@ def _import_remote(
         fields["name"] = name
     with _bar("upload", unit_bytes=True) as (bar, _console):
         task = bar.add_task(file.name, total=file.stat().st_size)
-        body = _Counting(file, lambda n: bar.advance(task, n))
+        body = Counting(file, lambda n: bar.advance(task, n))
         try:
             with _client(url, api_key) as client:
                 response = client.post(
