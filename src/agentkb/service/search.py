@@ -222,10 +222,7 @@ class SearchService:
         async with self.db.read() as conn:
             fresh = await repo.get_by_id(conn, kb.id)
         if fresh is None:
-            self._forget(kb.id)
-            raise KnowledgeBaseGone(
-                f"Knowledge Base with name {kb.name} does not exist", title="Knowledge Base not found"
-            )
+            raise self._gone(kb)
         for key, row in list(self._by_name.items()):
             if row.id == kb.id:
                 self._by_name[key] = fresh
@@ -266,19 +263,33 @@ class SearchService:
                 raise
             version, hits = None, []
         if version is None:  # the KB (its chunk table) is gone
-            self._forget(kb.id)
-            raise KnowledgeBaseGone(
-                f"Knowledge Base with name {kb.name} does not exist", title="Knowledge Base not found"
-            )
+            raise self._gone(kb)
         return version, hits
 
     async def _chunk_count(self, kb: KnowledgeBaseRow) -> int:
-        async with self.db.read() as conn:
-            return (await chunks.counts(conn, kb.storage_table))[1]
+        try:
+            async with self.db.read() as conn:
+                return (await chunks.counts(conn, kb.storage_table))[1]
+        except ProgrammingError as exc:
+            if isinstance(exc.orig, UndefinedTable):
+                raise self._gone(kb) from exc
+            raise
 
     async def _texts(self, kb: KnowledgeBaseRow) -> tuple[list[str], list[str]]:
-        async with self.db.read() as conn:
-            return await chunk_search.all_texts(conn, kb.storage_table)
+        try:
+            async with self.db.read() as conn:
+                return await chunk_search.all_texts(conn, kb.storage_table)
+        except ProgrammingError as exc:
+            if isinstance(exc.orig, UndefinedTable):
+                raise self._gone(kb) from exc
+            raise
+
+    def _gone(self, kb: KnowledgeBaseRow) -> KnowledgeBaseGone:
+        """A missing chunk table: the cached row's KB was dropped (perhaps created again) by some process."""
+        self._forget(kb.id)
+        return KnowledgeBaseGone(
+            f"Knowledge Base with name {kb.name} does not exist", title="Knowledge Base not found"
+        )
 
     async def query(self, query: KBQuery, default_project: str) -> tuple[KnowledgeBaseRow, list[Hit]]:
         project = query.project or default_project
