@@ -136,9 +136,7 @@ async def test_vectors_stay_in_the_row_so_scans_read_no_toast(served: Any, pg_ur
             await chunks.copy_new_chunks(conn, large, write(3, 4000))
         async with db.connect() as conn:  # pg_column_toast_chunk_id: NULL for a value kept in the row
             out_of_line = {
-                t: await conn.scalar(
-                    text(f"SELECT count(pg_column_toast_chunk_id(embedding)) FROM {t}")
-                )
+                t: await conn.scalar(text(f"SELECT count(pg_column_toast_chunk_id(embedding)) FROM {t}"))
                 for t in (small, large)
             }
             storage = await conn.scalar(
