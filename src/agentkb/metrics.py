@@ -84,6 +84,11 @@ embedding_requests = Histogram(
     buckets=LATENCY_BUCKETS,
 )
 embedding_texts = Counter("agentkb_embedding_texts", "Texts embedded, by provider.", ["provider"])
+query_embedding_cache_hits = Counter(
+    "agentkb_query_embedding_cache_hits",
+    "Search queries whose vector came from the embedder's cache of recent queries, by provider.",
+    ["provider"],
+)
 embedding_errors = Counter("agentkb_embedding_errors", "Embedding model calls that failed.", ["provider"])
 llm_requests = Histogram(
     "agentkb_llm_request_duration_seconds",

@@ -55,7 +55,13 @@ async def open_runtime(
         await asyncio.to_thread(migrate.upgrade, url)
         await secrets.seal_plaintext(db, box)  # records from before secrets were encrypted
         services = build_services(
-            settings, db, EmbedderRegistry(), http_client, shutdown, box=box, read_db=replica
+            settings,
+            db,
+            EmbedderRegistry(query_cache_size=settings.query_embedding_cache_size),
+            http_client,
+            shutdown,
+            box=box,
+            read_db=replica,
         )
         await services.projects.ensure_default()
         await services.files.import_local_blobs()  # uploads an older version kept on this host's disk

@@ -74,6 +74,12 @@ class Settings(BaseSettings):
         description="Largest file accepted by `PUT /api/files/{name}`; larger gets 413.",
     )
     db_pool_size: int = Field(default=20, description="Connections kept in the PostgreSQL pool.")
+    query_embedding_cache_size: int = Field(
+        default=1024,
+        ge=0,
+        description="Query texts whose vectors each embedding configuration keeps (least recently used "
+        "dropped first): a repeated search query skips the embedding call. 0: none kept.",
+    )
     worker_enabled: bool = Field(
         default=True, description="Run an ingestion worker inside the API server for async inserts."
     )

@@ -242,3 +242,46 @@ async def test_registry_rejects_bad_openai_settings() -> None:
     with pytest.raises(BadRequest, match="batch_size"):
         registry.get({"provider": "openai", "model_name": "m", "batch_size": 0})
     await registry.aclose()
+
+
+async def test_openai_query_vectors_are_kept_per_configuration_least_recently_used_dropped(
+    api: OpenAIStub,
+) -> None:
+    registry = EmbedderRegistry(query_cache_size=2)
+    config = {"provider": "openai", "model_name": "stub-embed", "api_key": "sk-test", "base_url": api.url}
+    embedder = registry.get(config)
+    try:
+        first = await embedder.embed_query("alpha")
+        again = await embedder.embed_query("alpha")
+        assert len(api.requests) == 1 and embedder.stats.query_cache_hits == 1
+        assert np.array_equal(first, again) and cosine(first, np.asarray(stub_vector("alpha"))) > 0.99999
+        with pytest.raises(ValueError, match="read-only"):
+            again[0] = 1.0  # shared with later calls: nobody may change it
+        await embedder.embed_query("beta")
+        await embedder.embed_query("alpha")  # alpha is now the most recent: gamma drops beta
+        await embedder.embed_query("gamma")
+        assert len(api.requests) == 3
+        await embedder.embed_query("alpha")
+        assert len(api.requests) == 3
+        await embedder.embed_query("beta")
+        assert len(api.requests) == 4 and [r.body["input"] for r in api.requests][-1] == ["beta"]
+        await embedder.embed_documents(["alpha"])  # documents are always embedded
+        assert len(api.requests) == 5
+        other = registry.get({**config, "model_name": "stub-embed-2"})  # another configuration: its own
+        await other.embed_query("alpha")
+        assert len(api.requests) == 6
+    finally:
+        await registry.aclose()
+
+
+async def test_openai_query_cache_of_size_zero_keeps_nothing(api: OpenAIStub) -> None:
+    registry = EmbedderRegistry(query_cache_size=0)
+    embedder = registry.get(
+        {"provider": "openai", "model_name": "m", "api_key": "sk-test", "base_url": api.url}
+    )
+    try:
+        await embedder.embed_query("alpha")
+        await embedder.embed_query("alpha")
+        assert len(api.requests) == 2 and embedder.stats.query_cache_hits == 0
+    finally:
+        await registry.aclose()

@@ -112,6 +112,49 @@ async def test_delta_is_searched_exactly_and_merges_keep_results(
         await db.close()
 
 
+async def test_vectors_stay_in_the_row_so_scans_read_no_toast(served: Any, pg_url: str, unique: str) -> None:
+    """384-d vectors (1,540 bytes) beside ~600 characters of text: over PostgreSQL's 2 kB row threshold, yet
+    the vector stays in the row (the text is compressed instead), so an exact scan of the delta reads no
+    TOAST pages; and a 4,000-d vector, too large for a page, still moves out of line."""
+    db = Database(pg_url, pool_size=2)
+    small, large = f"kb_chunks_inline_{unique}", f"kb_chunks_inline_large_{unique}"
+    rng = np.random.default_rng(5)
+    text_of = "lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor " * 8
+
+    def write(n: int, dim: int) -> list[ChunkWrite]:
+        v = rng.standard_normal((n, dim)).astype(np.float32)
+        v /= np.linalg.norm(v, axis=1, keepdims=True)
+        return [
+            ChunkWrite(f"d{i}:c:1of1", f"d{i}", f"{i} {text_of}", f"h{i}", {"n": i}, v[i]) for i in range(n)
+        ]
+
+    try:
+        async with db.transaction() as conn:
+            await chunks.create_chunk_table(conn, small, 384)
+            await chunks.copy_new_chunks(conn, small, write(50, 384))
+            await chunks.create_chunk_table(conn, large, 4000)
+            await chunks.copy_new_chunks(conn, large, write(3, 4000))
+        async with db.connect() as conn:  # pg_column_toast_chunk_id: NULL for a value kept in the row
+            out_of_line = {
+                t: await conn.scalar(text(f"SELECT count(pg_column_toast_chunk_id(embedding)) FROM {t}"))
+                for t in (small, large)
+            }
+            storage = await conn.scalar(
+                text(
+                    "SELECT attstorage FROM pg_attribute WHERE attrelid = CAST(:t AS regclass) "
+                    "AND attname = 'embedding'"
+                ),
+                {"t": small},
+            )
+        assert storage == "m"
+        assert out_of_line == {small: 0, large: 3}  # 16,000 bytes cannot stay in an 8 kB page
+    finally:
+        async with db.transaction() as conn:
+            await chunks.drop_chunk_table(conn, small)
+            await chunks.drop_chunk_table(conn, large)
+        await db.close()
+
+
 def test_vectors_of_another_size_than_assumed_are_a_502_naming_both(
     client: httpx.Client, unique: str
 ) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Self
@@ -14,6 +15,7 @@ from agentkb import metrics
 from agentkb.errors import BadRequest
 
 Vectors = npt.NDArray[np.float32]
+QUERY_CACHE_SIZE = 1024  # query texts whose vectors an embedder keeps (least recently used dropped first)
 
 
 @dataclass(slots=True)
@@ -22,6 +24,7 @@ class EmbedderStats:
 
     calls: int = 0
     texts: int = 0
+    query_cache_hits: int = 0
 
     def record(self, texts: int) -> None:
         self.calls += 1
@@ -51,13 +54,17 @@ def positive_int(config: dict[str, Any], key: str, default: int) -> int:
 
 
 class Embedder(ABC):
-    """An embedding model. Subclasses implement `_embed`; `embed_documents` validates and counts."""
+    """An embedding model. Subclasses implement `_embed`; `embed_documents` validates and counts.
+    `embed_query` keeps the vectors of the last `query_cache_size` query texts (0: none): one instance
+    serves one embedding configuration (see `registry`), so a repeated query skips the model call."""
 
     name: str
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.stats = EmbedderStats()
+        self.query_cache_size = QUERY_CACHE_SIZE
+        self._queries: OrderedDict[str, Vectors] = OrderedDict()
 
     @classmethod
     @abstractmethod
@@ -95,9 +102,21 @@ class Embedder(ABC):
         return type(self).__name__.removesuffix("Embedder").lower() or "embedder"
 
     async def embed_query(self, text: str) -> npt.NDArray[np.float32]:
-        """The vector for one query text, shape (dim,)."""
+        """The vector for one query text, shape (dim,), read-only (it may be shared with later calls)."""
+        cached = self._queries.get(text)
+        if cached is not None:
+            self._queries.move_to_end(text)
+            self.stats.query_cache_hits += 1
+            metrics.query_embedding_cache_hits.labels(self.metrics_provider).inc()
+            return cached
         vectors = await self.embed_documents([text])
-        return np.asarray(vectors[0], dtype=np.float32)
+        vector = np.array(vectors[0], dtype=np.float32)
+        vector.flags.writeable = False
+        if self.query_cache_size > 0:
+            self._queries[text] = vector
+            while len(self._queries) > self.query_cache_size:
+                self._queries.popitem(last=False)
+        return vector
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook: most embedders hold nothing to release
         """Release resources (HTTP clients, ...); the default holds none."""

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 
 from agentkb.kb.embedders import config as embedding_config
-from agentkb.kb.embedders.base import Embedder
+from agentkb.kb.embedders.base import QUERY_CACHE_SIZE, Embedder
 from agentkb.kb.embedders.local import LocalEmbedder
 from agentkb.kb.embedders.openai import OpenAIEmbedder
 
@@ -35,12 +35,18 @@ def cache_key(config: dict[str, Any]) -> CacheKey:
 
 
 class EmbedderRegistry:
-    """Creates and caches embedders by configuration; owns the HTTP client the API embedders share."""
+    """Creates and caches embedders by configuration; owns the HTTP client the API embedders share.
+    `query_cache_size`: the query vectors each embedder keeps (`Embedder.embed_query`)."""
 
     def __init__(
-        self, kinds: Mapping[str, type[Embedder]] | None = None, http_client: httpx.AsyncClient | None = None
+        self,
+        kinds: Mapping[str, type[Embedder]] | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        *,
+        query_cache_size: int = QUERY_CACHE_SIZE,
     ) -> None:
         self.kinds: dict[str, type[Embedder]] = dict(EMBEDDER_KINDS if kinds is None else kinds)
+        self.query_cache_size = query_cache_size
         self._embedders: dict[CacheKey, Embedder] = {}
         self._owns_client = http_client is None
         self._http_client = http_client
@@ -64,6 +70,7 @@ class EmbedderRegistry:
         if embedder is None:
             cls = self.kinds[key[0]]
             embedder = cls.from_config(config, http_client=self.http_client)
+            embedder.query_cache_size = self.query_cache_size
             self._embedders[key] = embedder
         return embedder
 
