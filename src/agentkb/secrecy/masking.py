@@ -88,7 +88,7 @@ def restore_masked(given: Any, stored: Any) -> Any:
 
 
 _KNOWN_LIMIT = 1000
-_MIN_KNOWN = 6  # shorter values would mask ordinary words and numbers everywhere
+_MIN_KNOWN = 8  # shorter values would mask ordinary words ("secret", "password") and numbers everywhere
 _known: dict[str, None] = {}
 _known_lock = threading.Lock()
 
