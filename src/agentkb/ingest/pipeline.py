@@ -10,6 +10,10 @@ not the table's (a size assumed from a model name that the provider does not kee
 MindsDB's insert options (`INSERT ... USING`): `skip_existing` (`kb_skip_existing`) leaves documents whose id is
 already stored as they are, neither embedded nor written; `no_upsert` (`kb_no_upsert`, for a first load) reads
 nothing back: no diff, no reuse of stored vectors, no removal of a document's other chunks.
+
+Memory stays bounded however many rows a streamed insert (a SELECT, files) brings: batches are planned,
+embedded and written one after another, and the ids of the documents already written (`SeenDocuments`) move
+from memory to a temporary table of the insert's transaction past `SEEN_IN_MEMORY` of them.
 """
 
 from __future__ import annotations
@@ -63,6 +67,37 @@ def _count(stats: IngestStats) -> None:
     metrics.ingest_vectors_reused.inc(stats.reused_vectors)
 
 
+SEEN_IN_MEMORY = 100_000  # document ids an insert keeps in memory (~10 MB); past that, a temporary table
+
+
+class SeenDocuments:
+    """The documents one insert has written so far: a later batch that names one again rewrites it (its
+    chunks may postdate what that batch read) instead of diffing it against what this insert wrote, and
+    `skip_existing` never skips it. Up to `limit` ids are kept in memory; past that they all move to a
+    temporary table dropped with the insert's transaction (`storage.chunks.create_seen_documents`)."""
+
+    def __init__(self, conn: AsyncConnection, limit: int = SEEN_IN_MEMORY) -> None:
+        self.conn = conn
+        self.limit = limit
+        self.ids: set[str] = set()
+        self.spilled = False
+
+    async def among(self, doc_ids: list[str]) -> set[str]:
+        if self.spilled:
+            return await store.seen_documents_among(self.conn, doc_ids)
+        return self.ids.intersection(doc_ids)
+
+    async def add(self, doc_ids: list[str]) -> None:
+        if self.spilled:
+            await store.add_seen_documents(self.conn, doc_ids)
+            return
+        self.ids.update(doc_ids)
+        if len(self.ids) > self.limit:
+            await store.create_seen_documents(self.conn, sorted(self.ids))
+            self.ids = set()
+            self.spilled = True
+
+
 @dataclass(slots=True)
 class _Plan:
     doc_ids: list[str]
@@ -99,14 +134,16 @@ class Ingestor:
         skip_existing: bool = False,
         no_upsert: bool = False,
         dim: int | None = None,
+        seen_in_memory: int = SEEN_IN_MEMORY,
     ) -> None:
-        """`dim`: the size of the table's vectors; embeddings of another size are refused."""
+        """`dim`: the size of the table's vectors; embeddings of another size are refused. `seen_in_memory`:
+        see `SeenDocuments`."""
         self.conn = conn
         self.kb_id = kb_id
         self.table = table
         self.embedder = embedder
         self.chunking = chunking
-        self.seen: set[str] = set()  # documents already written by this request: never skip them again
+        self.seen = SeenDocuments(conn, seen_in_memory)  # documents already written by this request
         self.stats = IngestStats()
         self.on_batch = on_batch
         self.skip_existing = skip_existing
@@ -121,11 +158,12 @@ class Ingestor:
             by_doc.setdefault(doc.doc_id, {})[doc.content_column] = doc
         doc_ids = sorted(by_doc)
         await store.lock_documents(self.conn, self.kb_id, doc_ids)
+        seen = await self.seen.among(doc_ids)
         stored: dict[str, store.StoredChunk] = {}
         if not self.no_upsert:
             stored = {c.chunk_id: c for c in await store.chunks_of_documents(self.conn, self.table, doc_ids)}
         if self.skip_existing:
-            existing = {c.doc_id for c in stored.values()} - self.seen
+            existing = {c.doc_id for c in stored.values()} - seen
             self.skipped += len(existing)
             doc_ids = [d for d in doc_ids if d not in existing]
             stored = {cid: c for cid, c in stored.items() if c.doc_id not in existing}
@@ -134,7 +172,7 @@ class Ingestor:
         writes: list[Chunk] = []
         fresh: set[str] = set()
         for doc_id in doc_ids:
-            rewrite = doc_id in self.seen
+            rewrite = doc_id in seen
             for doc in by_doc[doc_id].values():
                 for chunk in chunk_document(doc, self.chunking, updated_at):
                     keep.append(chunk.chunk_id)
@@ -155,7 +193,7 @@ class Ingestor:
                 self.conn, self.table, sorted({c.content_hash for c in writes})
             )
         plan = _Plan(doc_ids, keep, writes, fresh, vectors, stats=stats)
-        plan.rewritten = [d for d in doc_ids if d in self.seen]
+        plan.rewritten = [d for d in doc_ids if d in seen]
         plan.shrunk = sorted({c.doc_id for c in gone})
         pending: dict[str, Chunk] = {}
         for chunk in writes:
@@ -164,7 +202,7 @@ class Ingestor:
         plan.to_embed = list(pending.values())
         stats.embedded = len(plan.to_embed)
         stats.reused_vectors = len(writes) - sum(1 for c in writes if c.content_hash in pending)
-        self.seen.update(doc_ids)
+        await self.seen.add(doc_ids)
         return plan
 
     async def _embed(self, plan: _Plan) -> dict[str, np.ndarray]:

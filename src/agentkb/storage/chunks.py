@@ -117,6 +117,33 @@ async def lock_documents(conn: AsyncConnection, kb_id: int, doc_ids: list[str]) 
     )
 
 
+SEEN_TABLE = "agentkb_seen_documents"  # a temporary table: the ids an insert has written, past its memory
+
+
+async def create_seen_documents(conn: AsyncConnection, doc_ids: list[str]) -> None:
+    """A temporary table of document ids, dropped when the caller's transaction ends, holding `doc_ids`."""
+    await conn.execute(text(f"CREATE TEMPORARY TABLE {SEEN_TABLE} (doc_id text PRIMARY KEY) ON COMMIT DROP"))
+    await add_seen_documents(conn, doc_ids)
+
+
+async def add_seen_documents(conn: AsyncConnection, doc_ids: list[str]) -> None:
+    if doc_ids:
+        await conn.execute(
+            text(
+                f"INSERT INTO {SEEN_TABLE} (doc_id) SELECT unnest(CAST(:ids AS text[])) ON CONFLICT DO NOTHING"
+            ),
+            {"ids": doc_ids},
+        )
+
+
+async def seen_documents_among(conn: AsyncConnection, doc_ids: list[str]) -> set[str]:
+    """Those of `doc_ids` that the temporary table holds."""
+    rows = await conn.execute(
+        text(f"SELECT doc_id FROM {SEEN_TABLE} WHERE doc_id = ANY(:ids)"), {"ids": doc_ids}
+    )
+    return {r.doc_id for r in rows}
+
+
 async def get_chunk(conn: AsyncConnection, table: str, chunk_id: str) -> ChunkWrite | None:
     row = (
         await conn.execute(
