@@ -1,7 +1,8 @@
 """Documents → chunks → vectors → the KB's chunk table, in batches, inside the caller's transaction.
 
 Per batch: chunk the documents, lock them (advisory locks, so concurrent inserts of one document
-serialise), diff against what is stored, reuse stored vectors of identical text (by content hash), embed
+serialise; an insert of more than `LOCKED_DOCUMENTS` documents locks the whole knowledge base instead, as
+PostgreSQL's lock table is bounded), diff against what is stored, reuse stored vectors of identical text (by content hash), embed
 only new text, then replace each document's chunks: chunks whose ids are not stored go in with one binary
 `COPY`, the others are upserted. Embedding of batch N overlaps the write of batch N-1. Vectors whose size is
 not the table's (a size assumed from a model name that the provider does not keep) fail the insert with a
@@ -67,6 +68,9 @@ def _count(stats: IngestStats) -> None:
     metrics.ingest_vectors_reused.inc(stats.reused_vectors)
 
 
+LOCKED_DOCUMENTS = (
+    1_000  # documents an insert locks one by one; past that, the whole KB (`lock_all_documents`)
+)
 SEEN_IN_MEMORY = 100_000  # document ids an insert keeps in memory (~10 MB); past that, a temporary table
 
 
@@ -135,15 +139,17 @@ class Ingestor:
         no_upsert: bool = False,
         dim: int | None = None,
         seen_in_memory: int = SEEN_IN_MEMORY,
+        locked_documents: int = LOCKED_DOCUMENTS,
     ) -> None:
         """`dim`: the size of the table's vectors; embeddings of another size are refused. `seen_in_memory`:
-        see `SeenDocuments`."""
+        see `SeenDocuments`. `locked_documents`: see `LOCKED_DOCUMENTS`."""
         self.conn = conn
         self.kb_id = kb_id
         self.table = table
         self.embedder = embedder
         self.chunking = chunking
         self.seen = SeenDocuments(conn, seen_in_memory)  # documents already written by this request
+        self.lock_budget = locked_documents  # per-document locks left; below 0, the whole KB is locked
         self.stats = IngestStats()
         self.on_batch = on_batch
         self.skip_existing = skip_existing
@@ -157,7 +163,12 @@ class Ingestor:
         for doc in documents:  # the last occurrence of a (document, column) wins
             by_doc.setdefault(doc.doc_id, {})[doc.content_column] = doc
         doc_ids = sorted(by_doc)
-        await store.lock_documents(self.conn, self.kb_id, doc_ids)
+        if self.lock_budget >= 0:
+            self.lock_budget -= len(doc_ids)
+            if self.lock_budget >= 0:
+                await store.lock_documents(self.conn, self.kb_id, doc_ids)
+            else:
+                await store.lock_all_documents(self.conn, self.kb_id)
         seen = await self.seen.among(doc_ids)
         stored: dict[str, store.StoredChunk] = {}
         if not self.no_upsert:

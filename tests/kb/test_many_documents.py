@@ -1,7 +1,9 @@
-"""An insert remembers the documents it has written (`ingest.pipeline.SeenDocuments`): a later batch naming
-one again rewrites it, and `kb_skip_existing` never skips it. Past its memory limit the ids move to a
-temporary table of the insert's transaction; the counts and what is stored stay exactly the same.
-Real PostgreSQL + pgvector; the embedding server is the OpenAI-compatible stub."""
+"""Inserts of many documents. Past `LOCKED_DOCUMENTS` documents an insert locks the whole knowledge base
+instead of each document, as PostgreSQL's lock table is bounded. An insert remembers the documents it has
+written (`ingest.pipeline.SeenDocuments`): a later batch naming one again rewrites it, and `kb_skip_existing`
+never skips it; past its memory limit the ids move to a temporary table of the insert's transaction, and the
+counts and what is stored stay exactly the same. Real PostgreSQL + pgvector; the embedding server is the
+OpenAI-compatible stub."""
 
 from __future__ import annotations
 
@@ -85,4 +87,48 @@ async def test_documents_seen_past_the_memory_limit_behave_the_same(
         async with db.transaction() as conn:
             for table in tables:
                 await chunks.drop_chunk_table(conn, table)
+        await db.close()
+
+
+async def _kb_lock_free(db: Database, kb_id: int) -> bool:
+    """Whether another transaction can hold the KB's lock shared (as an insert of a few documents does)."""
+    async with db.transaction() as conn:
+        return bool(
+            await conn.scalar(
+                text("SELECT pg_try_advisory_xact_lock_shared(hashtextextended(:k, 0))"),
+                {"k": f"kb-documents:{kb_id}"},
+            )
+        )
+
+
+async def test_an_insert_of_many_documents_locks_the_knowledge_base(
+    served: Any, pg_url: str, unique: str
+) -> None:
+    db = Database(pg_url, pool_size=3)
+    table = f"kb_chunks_locks_{unique}"
+    kb_id = 2_000_000_000 - len(unique)  # a key no served knowledge base uses
+    try:
+        with OpenAIStub(dim=DIM) as stub:
+            embedder = OpenAIEmbedder("stub", api_key="x", base_url=stub.url, dimensions=DIM)
+            async with db.transaction() as conn:
+                await chunks.create_chunk_table(conn, table, DIM)
+            held = []
+            for budget in (1000, 5):  # 10 documents: within the budget, then past it at the second batch
+                async with db.transaction() as conn:
+                    ingestor = Ingestor(
+                        conn, kb_id, table, embedder, ChunkingConfig(), dim=DIM, locked_documents=budget
+                    )
+                    await ingestor.run(_batches(BATCHES))
+                    locks = await conn.scalar(
+                        text(
+                            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
+                        )
+                    )
+                    held.append((locks, await _kb_lock_free(db, kb_id)))
+            # one lock per document and the KB's shared; then the first batch's 5, the KB's shared and exclusive
+            assert held == [(6 + 1, True), (5 + 2, False)]
+            assert await _kb_lock_free(db, kb_id)  # gone with the transaction
+    finally:
+        async with db.transaction() as conn:
+            await chunks.drop_chunk_table(conn, table)
         await db.close()
