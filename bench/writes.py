@@ -8,17 +8,24 @@
     every 0.2 s: peak RSS after 10 %, 50 % and 100 % of the rows. Bounded memory means the peak stops
     growing with the rows inserted.
 
+(4) with `--select-rows N`: the same as one statement, `INSERT INTO kb SELECT * FROM files.big` over an
+    uploaded CSV of N generated rows (one transaction, batches streamed from the file), with the peak RSS
+    of the server process alone and of the server with PostgreSQL (whose processes each count the shared
+    buffers they touched).
+
 Each PUT is one transaction; its chunks land outside the HNSW index (merged in the background), so (3)
 also shows what merges cost in memory while inserts go on.
 
-    python -m bench writes [--rows 2000] [--batch 1000] [--long-rows 100000] [--quick] [--profile]
+    python -m bench writes [--rows 2000] [--batch 1000] [--long-rows 100000] [--select-rows N] [--quick] [--profile]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import csv
 import datetime as dt
+import io
 import os
 import threading
 import time
@@ -49,18 +56,26 @@ def rss_mb(server: Server) -> float:
     return round(total / 2**20, 1)
 
 
+def server_rss_mb(server: Server) -> float:
+    with contextlib.suppress(psutil.Error):
+        return round(psutil.Process(server.pid).memory_info().rss / 2**20, 1)
+    return 0.0
+
+
 class Sampler:
-    """The peak of `rss_mb(server)`, sampled in a thread every 0.2 s."""
+    """The peaks of `rss_mb(server)` and of `server_rss_mb(server)`, sampled in a thread every 0.2 s."""
 
     def __init__(self, server: Server) -> None:
         self.server = server
         self.peak = 0.0
+        self.server_peak = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self._stop.wait(0.2):
             self.peak = max(self.peak, rss_mb(self.server))
+            self.server_peak = max(self.server_peak, server_rss_mb(self.server))
 
     def __enter__(self) -> Sampler:
         self._thread.start()
@@ -78,6 +93,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument(
         "--long-rows", type=int, help="rows of the memory run (default 100,000; --quick 20,000)"
     )
+    parser.add_argument("--select-rows", type=int, help="rows of an INSERT ... SELECT over an uploaded CSV")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument(
         "--profile", action="store_true", help="py-spy the server into bench/.cache/profiles/"
@@ -143,6 +159,20 @@ def main(argv: list[str]) -> None:
                 + ", ".join(f"{mb} MB at {n:,}" for n, mb in peaks),
             }
         )
+        if args.select_rows:
+            out["select"] = insert_select(client, base, stub.embedding_model(), args.select_rows)
+            table.append(
+                {
+                    "phase": "(4) INSERT ... SELECT FROM files, one statement",
+                    "rows": f"{args.select_rows:,}",
+                    "wall_s": out["select"]["seconds"],
+                    "rows_per_s": rate(args.select_rows, out["select"]["seconds"]),
+                    "cpu_s": f"{out['select']['server_python_cpu_s']} + pg {out['select']['postgres_cpu_s']}",
+                    "server counts": f"peak RSS: server {out['select']['server_rss_mb']} "
+                    f"(before {out['select']['server_rss_before_mb']}) MB, "
+                    f"server + PostgreSQL {out['select']['peak_rss_mb']} MB",
+                }
+            )
     print_table("writes: stub embedder", table)
     print(f"\nmachine: {os.cpu_count()} CPUs (load average before the run: {load_before})")
     write_result(
@@ -155,3 +185,44 @@ def main(argv: list[str]) -> None:
             "table": table,
         },
     )
+
+
+def insert_select(client: httpx.Client, base: Server, model: dict[str, Any], n: int) -> dict[str, Any]:
+    """(4): upload a CSV of `n` generated rows, then one `INSERT INTO kb SELECT * FROM files.<it>`."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(["id", "body", "topic"])
+    for start in range(0, n, 1000):
+        for i, body in enumerate(TextGenerator(seed=SEED + 7 + start // 1000).texts(min(1000, n - start))):
+            writer.writerow([start + i, body, f"topic{(start + i) % 16}"])
+    data = buffer.getvalue().encode()
+    del buffer
+    client.put(f"{base}/api/files/writes_big", files={"file": ("writes_big.csv", data)}).raise_for_status()
+    del data
+    create_kb(client, base.kbs, "selected", model)
+    before = server_rss_mb(base)
+    cpu = cpu_seconds(base)
+    started = time.perf_counter()
+    with Sampler(base) as sampler:
+        answer = client.post(
+            f"{base}/api/sql/query",
+            json={
+                "query": "INSERT INTO selected SELECT * FROM files.writes_big",
+                "context": {"db": "mindsdb"},
+            },
+        ).json()
+    seconds = time.perf_counter() - started
+    if answer.get("type") != "ok":
+        raise RuntimeError(f"INSERT ... SELECT failed: {answer}")
+    print(
+        f"(4) INSERT ... SELECT of {n:,} rows: {seconds:.1f}s, server RSS peak {sampler.server_peak} MB",
+        flush=True,
+    )
+    return {
+        "rows": n,
+        "seconds": round(seconds, 1),
+        "server_rss_before_mb": before,
+        "server_rss_mb": sampler.server_peak,
+        "peak_rss_mb": sampler.peak,
+        **cpu_delta(cpu, cpu_seconds(base)),
+    }

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from agentkb.errors import BadRequest
-from agentkb.kb.chunking import ChunkingConfig, chunk_document, chunking_config
-from agentkb.kb.documents import ColumnSpec, content_id, row_documents
+from agentkb.kb.chunking import ChunkingConfig, _splitter, chunk_document, chunking_config
+from agentkb.kb.documents import ColumnSpec, Document, content_id, row_documents
 from agentkb.kb.search import fuse
 from agentkb.storage.chunk_search import Row
 
@@ -125,3 +127,20 @@ def test_rrf_fusion_rewards_agreement() -> None:
     assert set(fused) == {"a", "b", "c", "d"}
     vector_only = [row.chunk_id for row, _ in fuse([(1.0, vector), (0.0, text)], k=60)]
     assert vector_only == ["a", "b", "c"]
+
+
+def test_a_text_that_fits_one_chunk_is_chunked_as_the_splitter_does() -> None:
+    """Texts that fit one chunk skip the splitter: the pieces are the splitter's own, whitespace of every
+    kind (Unicode spaces, control separators) at either end and inside included."""
+    rng = random.Random(3)
+    alphabet = "ab c\n\t\u00a0\u3000\u2028é😀.\x1c\u0085,"
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
+        for size in (5, 30):
+            config = ChunkingConfig(size, 0)
+            expected = list(_splitter(size, 0).chunk_indices(text)) or [(0, text)]
+            got = [
+                (c.metadata["_start_char"], c.content)
+                for c in chunk_document(Document("d", "d", "c", text), config, "")
+            ]
+            assert got == expected, (text, size)

@@ -1,7 +1,8 @@
 """Documents → chunks → vectors → the KB's chunk table, in batches, inside the caller's transaction.
 
 Per batch: chunk the documents, lock them (advisory locks, so concurrent inserts of one document
-serialise), diff against what is stored, reuse stored vectors of identical text (by content hash), embed
+serialise; an insert of more than `LOCKED_DOCUMENTS` documents locks the whole knowledge base instead, as
+PostgreSQL's lock table is bounded), diff against what is stored, reuse stored vectors of identical text (by content hash), embed
 only new text, then replace each document's chunks: chunks whose ids are not stored go in with one binary
 `COPY`, the others are upserted. Embedding of batch N overlaps the write of batch N-1. Vectors whose size is
 not the table's (a size assumed from a model name that the provider does not keep) fail the insert with a
@@ -10,6 +11,10 @@ not the table's (a size assumed from a model name that the provider does not kee
 MindsDB's insert options (`INSERT ... USING`): `skip_existing` (`kb_skip_existing`) leaves documents whose id is
 already stored as they are, neither embedded nor written; `no_upsert` (`kb_no_upsert`, for a first load) reads
 nothing back: no diff, no reuse of stored vectors, no removal of a document's other chunks.
+
+Memory stays bounded however many rows a streamed insert (a SELECT, files) brings: batches are planned,
+embedded and written one after another, and the ids of the documents already written (`SeenDocuments`) move
+from memory to a temporary table of the insert's transaction past `SEEN_IN_MEMORY` of them.
 """
 
 from __future__ import annotations
@@ -63,6 +68,40 @@ def _count(stats: IngestStats) -> None:
     metrics.ingest_vectors_reused.inc(stats.reused_vectors)
 
 
+LOCKED_DOCUMENTS = (
+    1_000  # documents an insert locks one by one; past that, the whole KB (`lock_all_documents`)
+)
+SEEN_IN_MEMORY = 100_000  # document ids an insert keeps in memory (~10 MB); past that, a temporary table
+
+
+class SeenDocuments:
+    """The documents one insert has written so far: a later batch that names one again rewrites it (its
+    chunks may postdate what that batch read) instead of diffing it against what this insert wrote, and
+    `skip_existing` never skips it. Up to `limit` ids are kept in memory; past that they all move to a
+    temporary table dropped with the insert's transaction (`storage.chunks.create_seen_documents`)."""
+
+    def __init__(self, conn: AsyncConnection, limit: int = SEEN_IN_MEMORY) -> None:
+        self.conn = conn
+        self.limit = limit
+        self.ids: set[str] = set()
+        self.spilled = False
+
+    async def among(self, doc_ids: list[str]) -> set[str]:
+        if self.spilled:
+            return await store.seen_documents_among(self.conn, doc_ids)
+        return self.ids.intersection(doc_ids)
+
+    async def add(self, doc_ids: list[str]) -> None:
+        if self.spilled:
+            await store.add_seen_documents(self.conn, doc_ids)
+            return
+        self.ids.update(doc_ids)
+        if len(self.ids) > self.limit:
+            await store.create_seen_documents(self.conn, sorted(self.ids))
+            self.ids = set()
+            self.spilled = True
+
+
 @dataclass(slots=True)
 class _Plan:
     doc_ids: list[str]
@@ -99,14 +138,18 @@ class Ingestor:
         skip_existing: bool = False,
         no_upsert: bool = False,
         dim: int | None = None,
+        seen_in_memory: int = SEEN_IN_MEMORY,
+        locked_documents: int = LOCKED_DOCUMENTS,
     ) -> None:
-        """`dim`: the size of the table's vectors; embeddings of another size are refused."""
+        """`dim`: the size of the table's vectors; embeddings of another size are refused. `seen_in_memory`:
+        see `SeenDocuments`. `locked_documents`: see `LOCKED_DOCUMENTS`."""
         self.conn = conn
         self.kb_id = kb_id
         self.table = table
         self.embedder = embedder
         self.chunking = chunking
-        self.seen: set[str] = set()  # documents already written by this request: never skip them again
+        self.seen = SeenDocuments(conn, seen_in_memory)  # documents already written by this request
+        self.lock_budget = locked_documents  # per-document locks left; below 0, the whole KB is locked
         self.stats = IngestStats()
         self.on_batch = on_batch
         self.skip_existing = skip_existing
@@ -120,12 +163,18 @@ class Ingestor:
         for doc in documents:  # the last occurrence of a (document, column) wins
             by_doc.setdefault(doc.doc_id, {})[doc.content_column] = doc
         doc_ids = sorted(by_doc)
-        await store.lock_documents(self.conn, self.kb_id, doc_ids)
+        if self.lock_budget >= 0:
+            self.lock_budget -= len(doc_ids)
+            if self.lock_budget >= 0:
+                await store.lock_documents(self.conn, self.kb_id, doc_ids)
+            else:
+                await store.lock_all_documents(self.conn, self.kb_id)
+        seen = await self.seen.among(doc_ids)
         stored: dict[str, store.StoredChunk] = {}
         if not self.no_upsert:
             stored = {c.chunk_id: c for c in await store.chunks_of_documents(self.conn, self.table, doc_ids)}
         if self.skip_existing:
-            existing = {c.doc_id for c in stored.values()} - self.seen
+            existing = {c.doc_id for c in stored.values()} - seen
             self.skipped += len(existing)
             doc_ids = [d for d in doc_ids if d not in existing]
             stored = {cid: c for cid, c in stored.items() if c.doc_id not in existing}
@@ -134,7 +183,7 @@ class Ingestor:
         writes: list[Chunk] = []
         fresh: set[str] = set()
         for doc_id in doc_ids:
-            rewrite = doc_id in self.seen
+            rewrite = doc_id in seen
             for doc in by_doc[doc_id].values():
                 for chunk in chunk_document(doc, self.chunking, updated_at):
                     keep.append(chunk.chunk_id)
@@ -155,7 +204,7 @@ class Ingestor:
                 self.conn, self.table, sorted({c.content_hash for c in writes})
             )
         plan = _Plan(doc_ids, keep, writes, fresh, vectors, stats=stats)
-        plan.rewritten = [d for d in doc_ids if d in self.seen]
+        plan.rewritten = [d for d in doc_ids if d in seen]
         plan.shrunk = sorted({c.doc_id for c in gone})
         pending: dict[str, Chunk] = {}
         for chunk in writes:
@@ -164,7 +213,7 @@ class Ingestor:
         plan.to_embed = list(pending.values())
         stats.embedded = len(plan.to_embed)
         stats.reused_vectors = len(writes) - sum(1 for c in writes if c.content_hash in pending)
-        self.seen.update(doc_ids)
+        await self.seen.add(doc_ids)
         return plan
 
     async def _embed(self, plan: _Plan) -> dict[str, np.ndarray]:

@@ -72,12 +72,20 @@ def chunk_document(doc: Document, config: ChunkingConfig, updated_at: str) -> li
     """Split one document. Offsets are character offsets into the document (end exclusive); chunk ids are
     `{doc_id}:{content_column}:{i+1}of{n}:{start}to{end}`. Nothing is truncated: every character of the
     document lands in at least one chunk (whitespace between chunks aside)."""
-    pieces = [
-        (start, text)
-        for start, text in _splitter(config.chunk_size, config.chunk_overlap).chunk_indices(doc.content)
-    ]
+    content = doc.content
+    if (
+        len(content) <= config.chunk_size
+        and content
+        and not content[0].isspace()
+        and not content[-1].isspace()
+    ):
+        # what the splitter returns for a text that fits one chunk with nothing to trim (every character
+        # the splitter trims as whitespace is whitespace to `str.isspace` too), without its cost
+        pieces = [(0, content)]
+    else:
+        pieces = list(_splitter(config.chunk_size, config.chunk_overlap).chunk_indices(content))
     if not pieces:
-        pieces = [(0, doc.content)]
+        pieces = [(0, content)]
     n = len(pieces)
     chunks = []
     for i, (start, text) in enumerate(pieces):

@@ -9,6 +9,7 @@ the knowledge base's stored one, and secrets are sealed before the job (and its 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
 from typing import Any
 
@@ -119,7 +120,9 @@ class IngestService:
                 project_id=project.id,
                 kb_id=kb.id,
                 mode="sync" if wait else "async",
-                request=request,
+                # a synchronous insert runs from this request and never again (a dead one is failed): its
+                # rows are not stored with it, which would cost a copy of the request body in PostgreSQL
+                request={k: v for k, v in request.items() if k != "rows"} if wait else request,
                 worker=self.runner.worker_id if wait else None,
                 sql=sql,
                 sql_database=sql_database,
@@ -127,7 +130,7 @@ class IngestService:
         if not wait:
             self.queued.set()
             return job
-        return await self.runner.run_job(job)
+        return await self.runner.run_job(dataclasses.replace(job, request=request))
 
     async def insert(self, project_name: str, kb_name: str, given: InsertInput) -> IngestStats:
         """A synchronous insert; its work counts."""

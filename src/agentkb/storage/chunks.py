@@ -111,14 +111,58 @@ async def embeddings_by_hash(conn: AsyncConnection, table: str, hashes: list[str
     return {r.content_hash: r.embedding for r in rows}
 
 
+def _kb_lock_key(kb_id: int) -> str:
+    return f"kb-documents:{kb_id}"
+
+
 async def lock_documents(conn: AsyncConnection, kb_id: int, doc_ids: list[str]) -> None:
-    """Serialise concurrent inserts of the same documents (transaction-scoped advisory locks, in order)."""
+    """Serialise concurrent inserts of the same documents (transaction-scoped advisory locks, in order),
+    under the knowledge base's lock held shared (see `lock_all_documents`)."""
+    await conn.execute(
+        text("SELECT pg_advisory_xact_lock_shared(hashtextextended(:key, 0))"), {"key": _kb_lock_key(kb_id)}
+    )
     await conn.execute(
         text(
             "SELECT pg_advisory_xact_lock(:kb, hashtext(d)) FROM unnest(CAST(:ids AS text[])) AS d ORDER BY d"
         ),
         {"kb": kb_id, "ids": doc_ids},
     )
+
+
+async def lock_all_documents(conn: AsyncConnection, kb_id: int) -> None:
+    """Every document of the knowledge base at once: its lock held exclusively (waits for the inserts that
+    hold it shared). For an insert of more documents than PostgreSQL's lock table could hold one by one
+    (`max_locks_per_transaction`); concurrent inserts into the knowledge base wait for it to commit."""
+    await conn.execute(
+        text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"), {"key": _kb_lock_key(kb_id)}
+    )
+
+
+SEEN_TABLE = "agentkb_seen_documents"  # a temporary table: the ids an insert has written, past its memory
+
+
+async def create_seen_documents(conn: AsyncConnection, doc_ids: list[str]) -> None:
+    """A temporary table of document ids, dropped when the caller's transaction ends, holding `doc_ids`."""
+    await conn.execute(text(f"CREATE TEMPORARY TABLE {SEEN_TABLE} (doc_id text PRIMARY KEY) ON COMMIT DROP"))
+    await add_seen_documents(conn, doc_ids)
+
+
+async def add_seen_documents(conn: AsyncConnection, doc_ids: list[str]) -> None:
+    if doc_ids:
+        await conn.execute(
+            text(
+                f"INSERT INTO {SEEN_TABLE} (doc_id) SELECT unnest(CAST(:ids AS text[])) ON CONFLICT DO NOTHING"
+            ),
+            {"ids": doc_ids},
+        )
+
+
+async def seen_documents_among(conn: AsyncConnection, doc_ids: list[str]) -> set[str]:
+    """Those of `doc_ids` that the temporary table holds."""
+    rows = await conn.execute(
+        text(f"SELECT doc_id FROM {SEEN_TABLE} WHERE doc_id = ANY(:ids)"), {"ids": doc_ids}
+    )
+    return {r.doc_id for r in rows}
 
 
 async def get_chunk(conn: AsyncConnection, table: str, chunk_id: str) -> ChunkWrite | None:
