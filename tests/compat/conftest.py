@@ -65,6 +65,9 @@ def fresh_app(pg_url: str) -> Any:
             job_heartbeat_s=0.5,
             job_stale_after_s=5,
             crawl_allow_private=True,
+            # MindsDB's tests swap the mocked embedding function mid-test (`set_embedding(base=20)`); a
+            # real model is deterministic, so the server's query-vector cache is off for this harness only
+            query_embedding_cache_size=0,
             **overrides,
         )
         try:
