@@ -23,25 +23,14 @@ from typing import Any
 import anyio
 import httpx2
 from pydantic_ai import Agent, CallToolsNode, FunctionToolCallEvent, FunctionToolResultEvent, RunContext
-from pydantic_ai.exceptions import (
-    ModelAPIError,
-    ModelAuthenticationError,
-    ModelConnectionError,
-    ModelHTTPError,
-    ModelNotFoundError,
-    ModelQuotaExceededError,
-    ModelRateLimitError,
-    ModelRequestTimeout,
-    ModelTimeoutError,
-    UnexpectedModelBehavior,
-    UsageLimitExceeded,
-)
+from pydantic_ai.exceptions import ModelAPIError, UsageLimitExceeded
 from pydantic_ai.messages import ModelResponse, RetryFeedbackPart, TextPart, ToolCallPart
 from pydantic_ai.tools import Tool
 from pydantic_ai.usage import UsageLimits
 
 from agentkb.agents.agent_cache import AgentCache, configuration_key
-from agentkb.agents.events import Action, End, Error, ErrorType, Event, Output, Source, Start, Step
+from agentkb.agents.events import Action, End, Error, Event, Output, Source, Start, Step
+from agentkb.agents.failures import classify
 from agentkb.agents.prompt import Conversation, parse_messages, system_prompt
 from agentkb.agents.providers import MissingCredentials, ProviderContext, build_model, model_settings
 from agentkb.agents.providers.extractive import QUOTED
@@ -83,40 +72,6 @@ def _logs(response: ModelResponse) -> dict[str, str]:
             logs[part.tool_call_id] = thought or f"Calling {part.tool_name} with input: {_tool_input(part)}"
             text = []
     return logs
-
-
-def classify(exc: BaseException, provider: str, model_name: str) -> tuple[ErrorType, str]:
-    """An error event's type and text for a failed run, naming the provider and HTTP status."""
-    who = f"Model provider {provider!r} (model {model_name!r})"
-    if isinstance(exc, MissingCredentials):
-        return "authentication", str(exc)
-    if isinstance(exc, ModelHTTPError):
-        body = exc.body
-        detail = body.get("message") if isinstance(body, dict) else None
-        detail = str(detail or body or exc.message)
-        status = f"{who} returned HTTP {exc.status_code}: {detail}"
-        if isinstance(exc, ModelAuthenticationError) or exc.status_code in (401, 403):
-            return "authentication", status
-        if isinstance(exc, ModelNotFoundError) or exc.status_code == 404:
-            return "not_found", status
-        if isinstance(exc, ModelRateLimitError | ModelQuotaExceededError) or exc.status_code == 429:
-            return "rate_limit", status
-        return "general", status
-    if isinstance(exc, ModelRequestTimeout | ModelTimeoutError | httpx2.TimeoutException | TimeoutError):
-        return "timeout", f"{who} timed out: {exc}"
-    if isinstance(exc, ModelConnectionError | httpx2.TransportError | ConnectionError):
-        return "connection", f"{who} could not be reached: {exc}"
-    if isinstance(exc, ModelAuthenticationError):
-        return "authentication", f"{who} rejected the credentials: {exc}"
-    if isinstance(exc, ModelRateLimitError | ModelQuotaExceededError):
-        return "rate_limit", f"{who} is rate limited: {exc}"
-    if isinstance(exc, ModelNotFoundError):
-        return "not_found", f"{who}: {exc}"
-    if isinstance(exc, ModelAPIError):
-        return "general", f"{who} failed: {exc}"
-    if isinstance(exc, UnexpectedModelBehavior):
-        return "general", f"{who} behaved unexpectedly: {exc}"
-    return "general", f"The agent failed: {type(exc).__name__}: {exc}"
 
 
 def _quoted(response: ModelResponse) -> list[tuple[str, str]] | None:
