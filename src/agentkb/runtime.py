@@ -41,9 +41,13 @@ async def open_runtime(
     if url is None:
         embedded = EmbeddedPostgres(settings.pg_dir)
         url = await asyncio.to_thread(embedded.start)
-    db = Database(url, pool_size=settings.db_pool_size)
+    db = Database(url, pool_size=settings.db_pool_size, hnsw_ef_search=settings.hnsw_ef_search)
     replica = (
-        Database(settings.database_read_url, pool_size=settings.db_pool_size)
+        Database(
+            settings.database_read_url,
+            pool_size=settings.db_pool_size,
+            hnsw_ef_search=settings.hnsw_ef_search,
+        )
         if settings.database_read_url
         else None
     )

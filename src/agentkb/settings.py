@@ -80,6 +80,14 @@ class Settings(BaseSettings):
         description="Query texts whose vectors each embedding configuration keeps (least recently used "
         "dropped first): a repeated search query skips the embedding call. 0: none kept.",
     )
+    hnsw_ef_search: int = Field(
+        default=100,
+        ge=1,
+        le=1000,
+        description="HNSW search breadth (pgvector's `hnsw.ef_search`, 1..1000): the candidate list a vector "
+        "search walks. Wider finds more of the exact nearest neighbours (recall) and takes longer; a knowledge "
+        "base's `ef_search` param overrides it, and a search for more rows than this widens it to its limit.",
+    )
     worker_enabled: bool = Field(
         default=True, description="Run an ingestion worker inside the API server for async inserts."
     )

@@ -109,6 +109,8 @@ async def search(
     options: SearchOptions,
     query_vector: np.ndarray | None,
     lexical_ids: list[str] | None = None,
+    *,
+    ef_search: int | None = None,
 ) -> tuple[datetime | None, list[Hit]]:
     """Content search (needs `query_vector`) or, with no `query`, a filtered listing of chunks; in one
     statement, with the KB's version (`updated_at`, None when it is gone). A hybrid search ranks its
@@ -137,6 +139,7 @@ async def search(
             ids=lexical_ids if hybrid else None,
             text=options.query if hybrid and lexical_ids is None else None,
             text_k=k,
+            ef_search=ef_search,
         ),
     )
     text_rows = (got.ids if lexical_ids is not None else got.text)[:k] if hybrid else []

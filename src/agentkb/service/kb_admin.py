@@ -5,8 +5,9 @@
 The settings follow MindsDB's `KnowledgeBaseController.update` (26.1): the keys of `embedding_model` and
 `reranking_model` are merged into the stored ones (another reranking provider replaces the model;
 `reranking_model = false` removes it), `id_column`, `content_columns`, `metadata_columns` and `preprocessing`
-are replaced. The embedding provider, model name and dimensions are fixed once the knowledge base holds data
-(MindsDB: always); before that, changing them re-sizes its chunk table.
+are replaced. `ef_search` is agentkb's own: the KB's HNSW search breadth (1..1000, overriding
+AGENTKB_HNSW_EF_SEARCH; null removes it). The embedding provider, model name and dimensions are fixed once
+the knowledge base holds data (MindsDB: always); before that, changing them re-sizes its chunk table.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from agentkb.secrecy import SecretBox, restore_masked
 from agentkb.service import projects
 from agentkb.storage import chunks, jobs
 from agentkb.storage import knowledge_bases as repo
-from agentkb.storage.db import Database
+from agentkb.storage.db import MAX_EF_SEARCH, MIN_EF_SEARCH, Database
 from agentkb.storage.jobs import JobRow
 from agentkb.storage.knowledge_bases import KnowledgeBaseRow
 from agentkb.validation import check_dict, check_storable, check_str_list, is_identifier
@@ -38,6 +39,7 @@ SETTING_KEYS = (
     "content_columns",
     "metadata_columns",
     "preprocessing",
+    "ef_search",
 )
 # MindsDB's ALTER validates these (KnowledgeBaseInputParams) but changes nothing with them.
 INERT_KEYS = ("kb_no_upsert", "kb_skip_existing", "is_sparse", "vector_size")
@@ -58,6 +60,17 @@ def settings_only(params: Any, preprocessing: Any) -> dict[str, Any] | None:
     if preprocessing is not None:
         given["preprocessing"] = preprocessing
     return given or None
+
+
+def check_ef_search(value: Any) -> int:
+    """A knowledge base's `ef_search` param: pgvector's HNSW search breadth, an integer 1..1000."""
+    if isinstance(value, bool) or not isinstance(value, int) or not MIN_EF_SEARCH <= value <= MAX_EF_SEARCH:
+        raise BadRequest(
+            f"'ef_search' must be an integer from {MIN_EF_SEARCH} to {MAX_EF_SEARCH} (the HNSW search "
+            f"breadth; wider: better recall, slower), got {value!r}",
+            title="Invalid value",
+        )
+    return value
 
 
 def _reranking(current: dict[str, Any] | None, given: Any, box: SecretBox) -> dict[str, Any] | None:
@@ -132,6 +145,11 @@ async def apply_settings(
         else:
             params["preprocessing"] = check_dict(changes["preprocessing"], "preprocessing")
         chunking_config(params)  # validate before anything is written
+    if "ef_search" in changes:
+        if changes["ef_search"] is None:
+            params.pop("ef_search", None)
+        else:
+            params["ef_search"] = check_ef_search(changes["ef_search"])
     values["params"] = params
     if all(getattr(kb, key) == value for key, value in values.items()):
         return kb

@@ -17,6 +17,7 @@ from agentkb.kb.embedders import config as embedding_config
 from agentkb.kb.filters import Filter
 from agentkb.secrecy import SecretBox
 from agentkb.service import projects
+from agentkb.service.kb_admin import check_ef_search
 from agentkb.storage import chunk_search, chunks
 from agentkb.storage import knowledge_bases as repo
 from agentkb.storage.chunk_filters import compile_filters
@@ -114,6 +115,11 @@ class KnowledgeBaseService:
         embedding = embedding_config.normalize(
             settings.get("embedding_model") or None, self.default_embedding_model
         )
+        if "ef_search" in params:  # the KB's HNSW search breadth (kb_admin)
+            if params["ef_search"] is None:
+                del params["ef_search"]
+            else:
+                params["ef_search"] = check_ef_search(params["ef_search"])
         if given.preprocessing is not None:
             params["preprocessing"] = check_dict(given.preprocessing, "preprocessing")
         if given.storage is not None:

@@ -256,7 +256,14 @@ class SearchService:
         try:  # on the replica when there is one (the BM25 texts and KB rows come from the primary)
             async with self.read_db.read() as conn:
                 version, hits = await search(
-                    conn, kb.id, kb.storage_table, kb.vector_dim, options, vector, ids
+                    conn,
+                    kb.id,
+                    kb.storage_table,
+                    kb.vector_dim,
+                    options,
+                    vector,
+                    ids,
+                    ef_search=kb.params.get("ef_search"),
                 )
         except ProgrammingError as exc:
             if not isinstance(exc.orig, UndefinedTable):

@@ -15,10 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb.storage import vector_index
 from agentkb.storage.chunks import vector_expr
-from agentkb.storage.db import HNSW_EF_SEARCH
-
-MAX_EF_SEARCH = 1000  # pgvector's upper bound for hnsw.ef_search
-EF_SEARCH = HNSW_EF_SEARCH  # HNSW candidate list (the pool's session default); see docs/benchmarks.md
+from agentkb.storage.db import EF_SEARCH_INFO, HNSW_EF_SEARCH, MAX_EF_SEARCH
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +46,7 @@ class Retrieval:
     text_k: int = 0
     listing: tuple[int, int] | None = None  # (limit, offset)
     watermark: int = 0  # the HNSW index holds the rows with seq <= watermark; the rest is scanned exactly
+    ef_search: int | None = None  # the HNSW candidate list (None: the pool's session default); >= vector_k
 
 
 @dataclass(slots=True)
@@ -127,15 +125,19 @@ async def retrieve(conn: AsyncConnection, r: Retrieval) -> Retrieved:
         params["limit"], params["offset"] = r.listing
     if r.query is not None and r.vector_k:
         r = replace(r, watermark=await vector_index.watermark(conn, r.table))
-    ef = min(max(EF_SEARCH, r.vector_k), MAX_EF_SEARCH)
-    if r.query is not None and ef != EF_SEARCH:  # a wide search: a wider candidate list, this statement only
+    # the connection's session default (storage.db), unless the KB asks for another list or the search
+    # for more rows than it holds: then that list for this statement only
+    session_ef = int(conn.info.get(EF_SEARCH_INFO, HNSW_EF_SEARCH))
+    ef = min(max(r.ef_search or session_ef, r.vector_k), MAX_EF_SEARCH)
+    other = r.query is not None and ef != session_ef
+    if other:
         await conn.execute(text("SELECT set_config('hnsw.ef_search', :ef, false)"), {"ef": str(ef)})
     try:
         rows = (await conn.execute(_text(_statement(r)), params)).all()
     finally:
-        if r.query is not None and ef != EF_SEARCH:
+        if other:
             await conn.execute(
-                text("SELECT set_config('hnsw.ef_search', :ef, false)"), {"ef": str(EF_SEARCH)}
+                text("SELECT set_config('hnsw.ef_search', :ef, false)"), {"ef": str(session_ef)}
             )
     out = Retrieved(None)
     ordered: dict[str, list[tuple[int, Row]]] = {"text": [], "listing": []}

@@ -16,24 +16,26 @@ def _dumps(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
-# Session defaults of every pooled connection: the HNSW candidate list searches use, and iterative index
-# scans (pgvector >= 0.8; ignored by older versions) so a filtered search still finds k rows. Set once per
-# connection, so a search needs no `SET` round trip of its own.
+# Session defaults of every pooled connection: the HNSW candidate list searches use (`hnsw_ef_search`, the
+# AGENTKB_HNSW_EF_SEARCH setting), and iterative index scans (pgvector >= 0.8; ignored by older versions) so
+# a filtered search still finds k rows. Set once per connection, so a search needs no `SET` round trip of
+# its own; the value set is kept in the pool entry's `info` (EF_SEARCH_INFO), which a search reads to know
+# whether it must widen the list for one statement (storage.chunk_search).
 HNSW_EF_SEARCH = 100
-SESSION_SETTINGS = {"hnsw.ef_search": str(HNSW_EF_SEARCH), "hnsw.iterative_scan": "relaxed_order"}
+MAX_EF_SEARCH = 1000  # pgvector's bounds for hnsw.ef_search
+MIN_EF_SEARCH = 1
+EF_SEARCH_INFO = "agentkb.hnsw_ef_search"
 
 
-async def _on_connect(conn: Any) -> None:
+def session_settings(ef_search: int = HNSW_EF_SEARCH) -> dict[str, str]:
+    return {"hnsw.ef_search": str(ef_search), "hnsw.iterative_scan": "relaxed_order"}
+
+
+async def _on_connect(conn: Any, settings: dict[str, str]) -> None:
     await register_vector_async(conn)
-    for name, value in SESSION_SETTINGS.items():
+    for name, value in settings.items():
         await conn.execute("SELECT set_config(%s, %s, false)", (name, value))
     await conn.commit()
-
-
-def _register_vector(dbapi_connection: Any, _record: Any) -> None:
-    """numpy arrays in and out of `vector` columns, in pgvector's binary format (needs the extension,
-    which the first migration creates before any pooled connection is opened); the session settings."""
-    dbapi_connection.run_async(_on_connect)
 
 
 def to_async_url(url: str) -> str:
@@ -47,8 +49,11 @@ def to_async_url(url: str) -> str:
 class Database:
     """Owns the engine. `transaction()` is the one way to write; `connect()` reads."""
 
-    def __init__(self, url: str, *, pool_size: int = 10) -> None:
+    def __init__(self, url: str, *, pool_size: int = 10, hnsw_ef_search: int = HNSW_EF_SEARCH) -> None:
+        if not MIN_EF_SEARCH <= hnsw_ef_search <= MAX_EF_SEARCH:
+            raise ValueError(f"hnsw_ef_search must be {MIN_EF_SEARCH}..{MAX_EF_SEARCH}, got {hnsw_ef_search}")
         self.url = to_async_url(url)
+        self.hnsw_ef_search = hnsw_ef_search
         self.engine: AsyncEngine = create_async_engine(
             self.url,
             pool_size=pool_size,
@@ -59,7 +64,16 @@ class Database:
             json_serializer=_dumps,
             json_deserializer=orjson.loads,
         )
-        event.listen(self.engine.sync_engine, "connect", _register_vector)
+        settings = session_settings(hnsw_ef_search)
+
+        def on_connect(dbapi_connection: Any, record: Any) -> None:
+            """numpy arrays in and out of `vector` columns, in pgvector's binary format (needs the
+            extension, which the first migration creates before any pooled connection is opened); the
+            session settings."""
+            dbapi_connection.run_async(lambda conn: _on_connect(conn, settings))
+            record.info[EF_SEARCH_INFO] = hnsw_ef_search
+
+        event.listen(self.engine.sync_engine, "connect", on_connect)
         # reads of one statement: no BEGIN before it, no ROLLBACK after it (one round trip, not three)
         self.autocommit: AsyncEngine = self.engine.execution_options(isolation_level="AUTOCOMMIT")
 
