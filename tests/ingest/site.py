@@ -144,6 +144,15 @@ class Site:
             self.max_active = max(self.max_active, self.active)
             self.requests.append((time.monotonic(), path))
             self.request_headers.setdefault(path, []).append(dict(handler.headers.items()))
+        counted = True
+
+        def finished() -> None:  # before the last bytes go out: the client may ask again as soon as they land
+            nonlocal counted
+            if counted:
+                counted = False
+                with self.lock:
+                    self.active -= 1
+
         try:
             response = self.route(path, dict(handler.headers.items()))
             if response.delay_s:
@@ -158,17 +167,19 @@ class Site:
                 for start in range(0, len(response.body), 16_384):
                     chunk = response.body[start : start + 16_384]
                     handler.wfile.write(b"%x\r\n" % len(chunk) + chunk + b"\r\n")
+                handler.wfile.flush()
+                finished()
                 handler.wfile.write(b"0\r\n\r\n")
             else:
                 handler.send_header("Content-Length", str(len(response.body)))
                 handler.end_headers()
+                finished()
                 handler.wfile.write(response.body)
             handler.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
             handler.close_connection = True
         finally:
-            with self.lock:
-                self.active -= 1
+            finished()
 
     def __enter__(self) -> Self:
         self.thread.start()
