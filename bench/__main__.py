@@ -6,22 +6,8 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = (
-    "startup",
-    "ingest",
-    "writes",
-    "search",
-    "beir",
-    "embedder",
-    "evaluate",
-    "crawl",
-    "files",
-    "http",
-    "clients",
-    "agent",
-    "peer",
-    "search100k",
-)
+from bench.common import BENCHMARKS
+
 SKIPPED_BY_ALL_QUICK = {"peer", "search100k"}  # compares with a server of one's own: run it by name
 QUICK_ARGS = {"startup": ["--repeat", "1"]}  # benchmarks without a --quick option of their own
 

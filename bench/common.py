@@ -14,6 +14,22 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+BENCHMARKS = (  # `python -m bench <name>`, and `all` in this order
+    "startup",
+    "ingest",
+    "writes",
+    "search",
+    "beir",
+    "embedder",
+    "evaluate",
+    "crawl",
+    "files",
+    "http",
+    "clients",
+    "agent",
+    "peer",
+    "search100k",
+)
 RESULTS = Path(__file__).parent / "results"
 CACHE = Path(__file__).parent / ".cache"
 

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.openai_stub import OpenAIStub
 from tests.uvicorn_thread import UvicornThread
 
 pytest_plugins = ["tests.externals"]
@@ -109,6 +110,14 @@ def client(base_url: str) -> Iterator[httpx.Client]:
 def unique() -> str:
     """A fresh name suffix, so tests sharing the session database never collide."""
     return uuid.uuid4().hex[:8]
+
+
+@pytest.fixture(scope="module")
+def stub() -> Iterator[OpenAIStub]:
+    """An OpenAI-compatible stub server (tests/openai_stub.py) for a module's tests; a module that needs
+    another (its own dimensions or script) defines its own `stub`."""
+    with OpenAIStub() as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

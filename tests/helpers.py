@@ -1,17 +1,29 @@
-"""Assertions shared by the API tests."""
+"""Assertions and set-up shared by the API tests."""
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import httpx
+
+from tests.conftest import ServedApp
+from tests.secret_helpers import fresh_database
 
 if TYPE_CHECKING:
     from tests.openai_stub import OpenAIStub
 
 TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{6}$")
 RECORD_KEYS = {"id", "name", "project_id", "created_at", "updated_at", "data", "model", "prompt_template"}
+ANIMAL_ROWS = [
+    {"id": 1, "content": "The cheetah is the fastest land animal, reaching 110 km/h in short bursts."},
+    {"id": 2, "content": "Emperor penguins huddle together to survive the Antarctic winter."},
+    {"id": 3, "content": "Octopuses have three hearts and blue blood."},
+]
 
 
 def assert_problem(response: httpx.Response, status: int) -> dict[str, str]:
@@ -31,3 +43,44 @@ def stub_kb(client: httpx.Client, name: str, stub: OpenAIStub, project: str = "m
         json={"knowledge_base": {"name": name, "embedding_model": model}},
     )
     assert r.status_code == 201, r.text
+
+
+def kb_with_rows(base_url: str, prefix: str, rows: list[dict[str, Any]]) -> str:
+    """A new knowledge base in `mindsdb` (the default embedder) holding `rows`; its name."""
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    with httpx.Client(base_url=base_url, timeout=120) as c:
+        created = c.post("/api/projects/mindsdb/knowledge_bases", json={"knowledge_base": {"name": name}})
+        assert created.status_code == 201, created.text
+        inserted = c.put(
+            f"/api/projects/mindsdb/knowledge_bases/{name}", json={"knowledge_base": {"rows": rows}}
+        )
+        assert inserted.status_code == 200, inserted.text
+    return name
+
+
+def create_agent(client: httpx.Client, name: str, project: str = "mindsdb", **fields: Any) -> dict[str, Any]:
+    """Create the agent `name` (its record's `fields`); the record."""
+    r = client.post(f"/api/projects/{project}/agents", json={"agent": {"name": name, **fields}})
+    assert r.status_code == 201, r.text
+    return r.json()  # type: ignore[no-any-return]
+
+
+def stub_llm(stub: OpenAIStub, key: str = "sk-test-key") -> dict[str, Any]:
+    """An agent's `model` that chats with the OpenAI stub `stub` (as `gpt-stub`, with the API key `key`)."""
+    return {"provider": "openai", "model_name": "gpt-stub", "api_key": key, "base_url": stub.base_url}
+
+
+@contextmanager
+def served_with_login(
+    pg_url: str, data_dir: Path, prefix: str, username: str, password: str
+) -> Iterator[ServedApp]:
+    """agentkb served with authentication on (`username`, `password`) and no ingestion worker, on a new,
+    empty database of the session's PostgreSQL (named `prefix_<random>`, dropped afterwards)."""
+    from agentkb.settings import Settings
+
+    with fresh_database(pg_url, f"{prefix}_{uuid.uuid4().hex[:8]}") as url:
+        settings = Settings(
+            database_url=url, data_dir=data_dir, username=username, password=password, worker_enabled=False
+        )
+        with ServedApp(settings) as app:
+            yield app

@@ -14,13 +14,12 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
-import psycopg
 import pytest
 
 from tests.conftest import ServedApp
+from tests.helpers import served_with_login
 
 CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
 USER, PASSWORD = "console-admin", "a console password"
@@ -335,23 +334,10 @@ def test_data_source_register_test_and_tables(
 
 @pytest.fixture(scope="module")
 def secured(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedApp]:
-    from agentkb.settings import Settings
-
-    name = f"console_auth_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    url = urlsplit(pg_url)._replace(path=f"/{name}").geturl()
-    settings = Settings(
-        database_url=url,
-        data_dir=tmp_path_factory.mktemp("console-auth"),
-        username=USER,
-        password=PASSWORD,
-        worker_enabled=False,
-    )
-    with ServedApp(settings) as app:
+    with served_with_login(
+        pg_url, tmp_path_factory.mktemp("console-auth"), "console_auth", USER, PASSWORD
+    ) as app:
         yield app
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 def test_login_form_session_cookie_and_logout(secured: ServedApp) -> None:

@@ -11,16 +11,14 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-import psycopg
 import pytest
 
 from tests.conftest import ServedApp
+from tests.helpers import served_with_login
 
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -204,23 +202,10 @@ def test_data_source_register_and_tables(page: Any, base_url: str, tmp_path: Pat
 
 @pytest.fixture(scope="module")
 def secured(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedApp]:
-    from agentkb.settings import Settings
-
-    name = f"console_browser_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    url = urlsplit(pg_url)._replace(path=f"/{name}").geturl()
-    settings = Settings(
-        database_url=url,
-        data_dir=tmp_path_factory.mktemp("console-browser"),
-        username=USER,
-        password=PASSWORD,
-        worker_enabled=False,
-    )
-    with ServedApp(settings) as app:
+    with served_with_login(
+        pg_url, tmp_path_factory.mktemp("console-browser"), "console_browser", USER, PASSWORD
+    ) as app:
         yield app
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 def test_login_form(page: Any, secured: ServedApp) -> None:

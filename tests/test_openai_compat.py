@@ -17,45 +17,22 @@ import pytest
 from openai import OpenAI
 
 from tests.conftest import ServedApp
+from tests.helpers import ANIMAL_ROWS, create_agent, kb_with_rows, stub_llm
 from tests.openai_stub import USAGE, OpenAIStub, error, text, tool_call
 from tests.test_auth import _database, _drop, auth_settings, create_key
 
 P = "/api/projects/mindsdb"
-ROWS = [
-    {"id": 1, "content": "The cheetah is the fastest land animal, reaching 110 km/h in short bursts."},
-    {"id": 2, "content": "Emperor penguins huddle together to survive the Antarctic winter."},
-]
-
-
-@pytest.fixture(scope="module")
-def stub() -> Iterator[OpenAIStub]:
-    with OpenAIStub() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")
 def kb(base_url: str) -> str:
-    name = f"oai_kb_{uuid.uuid4().hex[:8]}"
-    with httpx.Client(base_url=base_url, timeout=120) as c:
-        assert c.post(f"{P}/knowledge_bases", json={"knowledge_base": {"name": name}}).status_code == 201
-        r = c.put(f"{P}/knowledge_bases/{name}", json={"knowledge_base": {"rows": ROWS}})
-        assert r.status_code == 200, r.text
-    return name
+    return kb_with_rows(base_url, "oai_kb", ANIMAL_ROWS[:2])
 
 
 @pytest.fixture()
 def oai(base_url: str) -> OpenAI:
     # no retries: a failed run must be seen once, not repeated by the client
     return OpenAI(base_url=f"{base_url}/v1", api_key="unused-when-auth-is-off", max_retries=0, timeout=120)
-
-
-def create_agent(client: httpx.Client, name: str, project: str = "mindsdb", **fields: Any) -> None:
-    r = client.post(f"/api/projects/{project}/agents", json={"agent": {"name": name, **fields}})
-    assert r.status_code == 201, r.text
-
-
-def llm(stub: OpenAIStub) -> dict[str, Any]:
-    return {"provider": "openai", "model_name": "gpt-stub", "api_key": "sk-test", "base_url": stub.base_url}
 
 
 def test_models_are_the_agents(client: httpx.Client, oai: OpenAI, unique: str) -> None:
@@ -126,7 +103,7 @@ def test_llm_agent_history_tool_step_and_usage(
     create_agent(
         client,
         agent,
-        model=llm(stub),
+        model=stub_llm(stub),
         data={"knowledge_bases": [f"mindsdb.{kb}"]},
         prompt_template="Be brief.",
     )
@@ -185,7 +162,7 @@ def test_errors_are_openai_shaped(
     client: httpx.Client, oai: OpenAI, base_url: str, unique: str, stub: OpenAIStub
 ) -> None:
     agent = f"oai_err_{unique}"
-    create_agent(client, agent, model={**llm(stub), "max_retries": 0})
+    create_agent(client, agent, model={**stub_llm(stub), "max_retries": 0})
     hello: Any = [{"role": "user", "content": "hi"}]
 
     with pytest.raises(openai.NotFoundError) as missing:

@@ -14,44 +14,17 @@ import httpx
 import pytest
 
 from tests import externals
-from tests.helpers import assert_problem
+from tests.helpers import ANIMAL_ROWS, assert_problem, create_agent, kb_with_rows, stub_llm
 from tests.openai_stub import OpenAIStub, error, text, tool_call
 
 P = "/api/projects/mindsdb"
 KB_COLUMNS = "Output columns: 'id', 'chunk_id', 'chunk_content', 'metadata', 'distance', 'relevance'\n"
 CSV_HEADER = "Result in CSV format (dialect is 'excel'):\n"
-ROWS = [
-    {"id": 1, "content": "The cheetah is the fastest land animal, reaching 110 km/h in short bursts."},
-    {"id": 2, "content": "Emperor penguins huddle together to survive the Antarctic winter."},
-    {"id": 3, "content": "Octopuses have three hearts and blue blood."},
-]
-
-
-@pytest.fixture(scope="module")
-def stub() -> Iterator[OpenAIStub]:
-    with OpenAIStub() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")
 def kb(base_url: str) -> str:
-    name = f"agent_kb_{uuid.uuid4().hex[:8]}"
-    with httpx.Client(base_url=base_url, timeout=120) as c:
-        created = c.post(f"{P}/knowledge_bases", json={"knowledge_base": {"name": name}})
-        assert created.status_code == 201, created.text
-        inserted = c.put(f"{P}/knowledge_bases/{name}", json={"knowledge_base": {"rows": ROWS}})
-        assert inserted.status_code == 200, inserted.text
-    return name
-
-
-def create_agent(client: httpx.Client, name: str, **fields: Any) -> dict[str, Any]:
-    r = client.post(f"{P}/agents", json={"agent": {"name": name, **fields}})
-    assert r.status_code == 201, r.text
-    return r.json()  # type: ignore[no-any-return]
-
-
-def llm(stub: OpenAIStub, key: str = "sk-test-key") -> dict[str, Any]:
-    return {"provider": "openai", "model_name": "gpt-stub", "api_key": key, "base_url": stub.base_url}
+    return kb_with_rows(base_url, "agent_kb", ANIMAL_ROWS)
 
 
 def ask(question: str) -> dict[str, Any]:
@@ -131,7 +104,7 @@ def test_extractive_agent_without_matches_or_kbs(client: httpx.Client, unique: s
 def test_llm_agent_streams_kb_tool_use(client: httpx.Client, unique: str, kb: str, stub: OpenAIStub) -> None:
     agent = f"llm_{unique}"
     create_agent(
-        client, agent, model=llm(stub), data={"knowledge_bases": [kb]}, prompt_template="Answer briefly."
+        client, agent, model=stub_llm(stub), data={"knowledge_bases": [kb]}, prompt_template="Answer briefly."
     )
     sql = f"SELECT * FROM mindsdb.{kb} WHERE content = 'penguins in winter' LIMIT 2"
     thought = "I will search the knowledge base."
@@ -191,7 +164,7 @@ def test_llm_agent_plain_with_role_messages(
     client: httpx.Client, unique: str, kb: str, stub: OpenAIStub
 ) -> None:
     agent = f"llm_roles_{unique}"
-    create_agent(client, agent, model=llm(stub), data={"knowledge_bases": [f"mindsdb.{kb}"]})
+    create_agent(client, agent, model=stub_llm(stub), data={"knowledge_bases": [f"mindsdb.{kb}"]})
     sql = f"SELECT * FROM mindsdb.{kb} WHERE content = 'octopus hearts' LIMIT 1"
     stub.script(tool_call("kb_query_tool", sql), text("Three hearts."))
     body = {
@@ -205,7 +178,7 @@ def test_llm_agent_plain_with_role_messages(
     assert r.status_code == 200, r.text
     message = r.json()["message"]
     assert message["content"] == "Three hearts." and message["role"] == "assistant"
-    assert [c["page_content"] for c in message["context"]] == [ROWS[2]["content"]]
+    assert [c["page_content"] for c in message["context"]] == [ANIMAL_ROWS[2]["content"]]
     assert message["sources"][0]["name"] == f"mindsdb.{kb}"
     assert [(m["role"], m["content"]) for m in stub.requests[0].messages[1:]] == [
         ("user", "Hello"),
@@ -235,7 +208,7 @@ def test_table_question_through_sql_db_query(
 ) -> None:
     source, table = maria_source
     agent = f"llm_table_{unique}"
-    create_agent(client, agent, model=llm(stub), data={"tables": [f"{source}.{table}"]})
+    create_agent(client, agent, model=stub_llm(stub), data={"tables": [f"{source}.{table}"]})
     sql = f"SELECT name FROM {source}.{table} WHERE city = 'Oslo'"
     stub.script(tool_call("sql_db_query", sql), text("Bob lives in Oslo."))
     chunks = stream(client, agent, ask("Who lives in Oslo?"))
@@ -258,7 +231,7 @@ def test_provider_401_is_502_plain_and_an_error_chunk_streamed(
     client: httpx.Client, unique: str, stub: OpenAIStub
 ) -> None:
     agent = f"llm_401_{unique}"
-    create_agent(client, agent, model=llm(stub, key="sk-wrong"))
+    create_agent(client, agent, model=stub_llm(stub, key="sk-wrong"))
     stub.script(error(401, "Incorrect API key provided: sk-wrong"))
     body = assert_problem(client.post(f"{P}/agents/{agent}/completions", json=ask("hi")), 502)
     assert "401" in body["detail"] and "Incorrect API key provided" in body["detail"]
@@ -279,7 +252,7 @@ def test_rate_limit_and_missing_model_error_types(
     client: httpx.Client, unique: str, stub: OpenAIStub
 ) -> None:
     agent = f"llm_err_{unique}"
-    create_agent(client, agent, model={**llm(stub), "max_retries": 0})
+    create_agent(client, agent, model={**stub_llm(stub), "max_retries": 0})
     for status, error_type in ((429, "rate_limit"), (404, "not_found"), (500, "general")):
         stub.script(error(status, f"stub says {status}"))
         chunks = stream(client, agent, ask("hi"))
@@ -312,7 +285,7 @@ def test_missing_key_and_unreachable_provider(
 
 def test_run_past_the_agent_timeout(client: httpx.Client, unique: str, stub: OpenAIStub) -> None:
     agent = f"llm_slow_{unique}"
-    create_agent(client, agent, model=llm(stub), params={"timeout": 1})
+    create_agent(client, agent, model=stub_llm(stub), params={"timeout": 1})
     stub.script(text("too late", delay=3))
     started = time.monotonic()
     chunks = stream(client, agent, ask("hi"))
@@ -328,7 +301,9 @@ def test_run_past_the_agent_timeout(client: httpx.Client, unique: str, stub: Ope
 
 def test_steps_are_bounded(client: httpx.Client, unique: str, kb: str, stub: OpenAIStub) -> None:
     agent = f"llm_loop_{unique}"
-    create_agent(client, agent, model=llm(stub), data={"knowledge_bases": [kb]}, params={"max_iterations": 2})
+    create_agent(
+        client, agent, model=stub_llm(stub), data={"knowledge_bases": [kb]}, params={"max_iterations": 2}
+    )
     stub.script(*[tool_call("kb_list_tool", "") for _ in range(6)])
     chunks = stream(client, agent, ask("loop forever"))
     assert kinds(chunks)[-2:] == ["output", "end"]
@@ -343,7 +318,7 @@ def test_chunks_arrive_as_they_are_produced(
     client: httpx.Client, unique: str, kb: str, stub: OpenAIStub
 ) -> None:
     agent = f"llm_flush_{unique}"
-    create_agent(client, agent, model=llm(stub), data={"knowledge_bases": [kb]})
+    create_agent(client, agent, model=stub_llm(stub), data={"knowledge_bases": [kb]})
     stub.script(tool_call("kb_list_tool", ""), text("done", delay=1.5))
     arrivals: list[tuple[float, dict[str, Any]]] = []
     started = time.monotonic()
@@ -363,7 +338,7 @@ def test_client_disconnect_cancels_the_run(
     client: httpx.Client, unique: str, kb: str, stub: OpenAIStub
 ) -> None:
     agent = f"llm_gone_{unique}"
-    create_agent(client, agent, model=llm(stub), data={"knowledge_bases": [kb]})
+    create_agent(client, agent, model=stub_llm(stub), data={"knowledge_bases": [kb]})
     stub.script(tool_call("kb_list_tool", "", delay=2), text("never sent"))
     with client.stream("POST", f"{P}/agents/{agent}/completions/stream", json=ask("slow")) as r:
         lines = r.iter_lines()  # kept: dropping the iterator would close the connection at once
@@ -392,7 +367,7 @@ def test_client_disconnect_cancels_the_run(
 
 def test_trace_of_a_run(client: httpx.Client, unique: str, kb: str, stub: OpenAIStub) -> None:
     agent = f"llm_trace_{unique}"
-    create_agent(client, agent, model=llm(stub, key="sk-secret-trace"), data={"knowledge_bases": [kb]})
+    create_agent(client, agent, model=stub_llm(stub, key="sk-secret-trace"), data={"knowledge_bases": [kb]})
     sql = f"SELECT * FROM mindsdb.{kb} WHERE content = 'cheetah' LIMIT 1"
     stub.script(tool_call("kb_query_tool", sql), text("The cheetah."))
     reply = client.post(f"{P}/agents/{agent}/completions", json=ask("Fastest animal?")).json()

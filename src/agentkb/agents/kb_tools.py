@@ -16,14 +16,14 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from mindsdb_sql_parser import ast, parse_sql
+from mindsdb_sql_parser import ast
 
 from agentkb.agents.observations import Citation, ToolResult, format_result, is_number
 from agentkb.agents.ports import KBCatalog, KBSearch
 from agentkb.errors import AgentKBError, BadRequest, NotFound
 from agentkb.kb.search import COLUMNS, Hit
 from agentkb.sql import catalog
-from agentkb.sql.kbquery import parse_kb_select, parse_kb_select_ast, strip_wrappers
+from agentkb.sql.kbquery import parse_kb_select, parse_kb_select_ast, parse_kb_statement
 
 KB_ERROR = (
     "Error executing knowledge base query: {}. "
@@ -178,13 +178,7 @@ class KBTools:
 
     async def query(self, tool_input: str) -> ToolResult:
         try:
-            text = strip_wrappers(tool_input)
-            if not text:
-                raise BadRequest("Empty query: expected a SELECT over a knowledge base")
-            try:
-                statement = parse_sql(text)
-            except Exception as e:  # the parser raises ParsingException, and TypeError on some bad input
-                raise BadRequest(f"Invalid SQL: {e}") from e
+            statement = parse_kb_statement(tool_input)
             if isinstance(statement, ast.Select) and isinstance(statement.from_table, ast.Identifier):
                 project, kb = self.allowed(statement.from_table)
                 statement.from_table = ast.Identifier(parts=[project, kb], alias=statement.from_table.alias)

@@ -20,7 +20,7 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 
 from agentkb.api.deps import ServicesDep
 from agentkb.api.middleware import FORM_OVERHEAD
-from agentkb.api.responses import EMPTY_STRING, JSON, problems
+from agentkb.api.responses import EMPTY_STRING, JSON, multipart_body, problems
 from agentkb.errors import BadRequest, PayloadTooLarge
 from agentkb.service.files import (
     BlobWriter,
@@ -41,38 +41,25 @@ MAX_FIELD_BYTES = 4096
 MAX_PARTS = 8
 MAX_JSON_BYTES = 65536
 
-UPLOAD_BODY: dict[str, Any] = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "multipart/form-data": {
-                "schema": {
-                    "type": "object",
-                    "required": ["file"],
-                    "properties": {
-                        "file": {"type": "string", "format": "binary"},
-                        "original_file_name": {
-                            "type": "string",
-                            "description": "Its extension sets the format.",
-                        },
-                        "source_type": {"type": "string", "enum": ["file"]},
-                        "name": {"type": "string", "description": "Ignored (the SDK sends it)."},
-                    },
-                }
-            },
-            "application/json": {
-                "schema": {
-                    "type": "object",
-                    "properties": {
-                        "source_type": {"type": "string", "enum": ["url"]},
-                        "source": {"type": "string"},
-                    },
-                    "description": "URL sources: refused (URL file upload is disabled).",
-                }
-            },
-        },
-    }
-}
+UPLOAD_BODY = multipart_body(
+    {
+        "original_file_name": {"type": "string", "description": "Its extension sets the format."},
+        "source_type": {"type": "string", "enum": ["file"]},
+        "name": {"type": "string", "description": "Ignored (the SDK sends it)."},
+    },
+    other_content={
+        "application/json": {
+            "schema": {
+                "type": "object",
+                "properties": {
+                    "source_type": {"type": "string", "enum": ["url"]},
+                    "source": {"type": "string"},
+                },
+                "description": "URL sources: refused (URL file upload is disabled).",
+            }
+        }
+    },
+)
 
 
 class FileRecord(BaseModel):

@@ -59,6 +59,21 @@ def to_filters(given: dict[str, Any] | list[FilterCondition] | None) -> tuple[Fi
     return tuple(filters)
 
 
+def search_options(body: SearchRequest) -> SearchOptions:
+    """A search request (HTTP or MCP) as the search service takes it; unset tuning gets the defaults."""
+    return SearchOptions(
+        query=body.query,
+        filters=to_filters(body.filters),
+        limit=body.limit,
+        offset=body.offset,
+        relevance_threshold=body.relevance_threshold,
+        hybrid=body.hybrid_search,
+        alpha=body.hybrid_search_alpha if body.hybrid_search_alpha is not None else DEFAULT_ALPHA,
+        fusion_k=body.fusion_k if body.fusion_k is not None else DEFAULT_FUSION_K,
+        rerank=body.reranking,
+    )
+
+
 @router.get("", response_model=list[KnowledgeBaseRecord], responses=problems(404))
 async def list_knowledge_bases(project_name: str, services: ServicesDep) -> Any:
     return JSON([kb_record(kb) for kb in await services.knowledge_bases.list(project_name)])
@@ -126,18 +141,7 @@ async def insert_into_knowledge_base(
 async def search_knowledge_base(
     project_name: str, kb_name: str, body: SearchRequest, services: ServicesDep
 ) -> Any:
-    options = SearchOptions(
-        query=body.query,
-        filters=to_filters(body.filters),
-        limit=body.limit,
-        offset=body.offset,
-        relevance_threshold=body.relevance_threshold,
-        hybrid=body.hybrid_search,
-        alpha=body.hybrid_search_alpha if body.hybrid_search_alpha is not None else DEFAULT_ALPHA,
-        fusion_k=body.fusion_k if body.fusion_k is not None else DEFAULT_FUSION_K,
-        rerank=body.reranking,
-    )
-    hits = await services.search.search(project_name, kb_name, options)
+    hits = await services.search.search(project_name, kb_name, search_options(body))
     return JSON([h.as_dict() for h in hits])
 
 

@@ -32,11 +32,11 @@ from pydantic import Field, ValidationError
 from starlette.routing import BaseRoute
 
 from agentkb import __version__
-from agentkb.api.knowledge_bases import to_filters
+from agentkb.api.knowledge_bases import search_options
 from agentkb.api.schemas import FilterCondition, SearchRequest, kb_record
 from agentkb.errors import AgentKBError, NotFound
 from agentkb.service.container import Services
-from agentkb.service.types import DEFAULT_ALPHA, DEFAULT_FUSION_K, KnowledgeBaseRow, SearchOptions
+from agentkb.service.types import KnowledgeBaseRow
 
 MCP_PATH = "/mcp"
 KB_URI = "schema://knowledge_bases/{project}/{name}"
@@ -126,17 +126,7 @@ def build_server(services: ServicesGetter) -> MCPServer[Any]:
                     "hybrid_search": hybrid_search,
                 }
             )
-            options = SearchOptions(
-                query=body.query,
-                filters=to_filters(body.filters),
-                limit=body.limit,
-                relevance_threshold=body.relevance_threshold,
-                hybrid=body.hybrid_search,
-                alpha=DEFAULT_ALPHA,
-                fusion_k=DEFAULT_FUSION_K,
-                rerank=body.reranking,
-            )
-            hits = await s.search.search(project_name, kb_name, options)
+            hits = await s.search.search(project_name, kb_name, search_options(body))
         except ValidationError as exc:
             raise ToolError(str(exc)) from None
         except AgentKBError as exc:

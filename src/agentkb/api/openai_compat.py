@@ -24,9 +24,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentkb.api.deps import ServicesDep
 from agentkb.api.responses import JSON, problems, schema_ref
-from agentkb.api.sse import SHUTDOWN_MESSAGE, SSE_HEADERS, until
+from agentkb.api.sse import SHUTDOWN_MESSAGE, SSE_HEADERS
 from agentkb.errors import AgentKBError, BadRequest
 from agentkb.secrecy import mask_text
+from agentkb.service.lifecycle import until
 from agentkb.service.openai_compat import ChatService, step_record
 from agentkb.service.types import End, Error, Event, Output, Start, Step
 

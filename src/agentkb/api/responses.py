@@ -1,5 +1,6 @@
 """JSON responses: compact orjson for success (as MindsDB), problem+json for errors; and the OpenAPI
-declarations of both (`problems`, `event_stream`, `EMPTY_STRING`)."""
+declarations of both (`problems`, `event_stream`, `EMPTY_STRING`) and of a multipart upload's body
+(`multipart_body`)."""
 
 from __future__ import annotations
 
@@ -97,6 +98,32 @@ def event_stream(chunk: Any, description: str, *, name: str | None = None) -> di
         },
     }
     return {"description": description, "content": {"text/event-stream": {"itemSchema": item}}}
+
+
+def multipart_body(
+    fields: dict[str, Any],
+    *,
+    file_description: str | None = None,
+    file_type: str | None = None,
+    other_content: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The `openapi_extra` of a route that parses its multipart form itself: a required body whose form
+    has a required binary `file` part (`file_description`, sent as `file_type`) and the text `fields`
+    (their schemas by name); `other_content`, any other media types the body may take."""
+    file: dict[str, Any] = {"type": "string", "format": "binary"}
+    if file_description is not None:
+        file["description"] = file_description
+    form: dict[str, Any] = {
+        "schema": {"type": "object", "required": ["file"], "properties": {"file": file, **fields}}
+    }
+    if file_type is not None:
+        form["encoding"] = {"file": {"contentType": file_type}}
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {"multipart/form-data": form, **(other_content or {})},
+        }
+    }
 
 
 EMPTY_STRING: dict[str, Any] = {"application/json": {"schema": {"type": "string", "const": ""}}}

@@ -14,13 +14,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
-from typing import Any, TypeVar, assert_never
+from typing import Any, assert_never
 
 import anyio
 from fastapi.responses import StreamingResponse
 
+from agentkb.service.lifecycle import Stopped, until
 from agentkb.service.types import Action, End, Error, Event, Output, Start, Step
 
 log = logging.getLogger("agentkb.api.sse")
@@ -28,53 +29,6 @@ log = logging.getLogger("agentkb.api.sse")
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 END_CHUNK: dict[str, Any] = {"type": "end"}
 SHUTDOWN_MESSAGE = "The server is shutting down; the agent run was stopped before it finished"
-T = TypeVar("T")
-
-
-class _Stopped(Exception):
-    """The server began shutting down while a stream was open."""
-
-
-async def until(items: AsyncIterator[T], stop: asyncio.Event) -> AsyncGenerator[T, None]:
-    """`items` until they end, or until `stop` is set: then `_Stopped` is raised at once, even while
-    `items` is waiting for its next one. `items` runs in a task of its own (one item ahead at most) and is
-    cancelled and closed there, so its own clean-up (cancelling an agent run, storing its trace) runs as
-    when a client goes away."""
-    box: asyncio.Queue[tuple[bool, Any]] = asyncio.Queue(maxsize=1)
-
-    async def pump() -> None:
-        try:
-            async for item in items:
-                await box.put((True, item))
-            await box.put((False, None))
-        except Exception as exc:  # handed to the consumer, raised there
-            await box.put((False, exc))
-        finally:
-            close = getattr(items, "aclose", None)
-            if close is not None:
-                await close()
-
-    pumping = asyncio.create_task(pump(), name="sse-source")
-    stopped = asyncio.ensure_future(stop.wait())
-    getting: asyncio.Future[tuple[bool, Any]] | None = None
-    try:
-        while True:
-            getting = asyncio.ensure_future(box.get())
-            await asyncio.wait({getting, stopped}, return_when=asyncio.FIRST_COMPLETED)
-            if stopped.done():
-                raise _Stopped
-            more, value = getting.result()
-            if not more:
-                if isinstance(value, Exception):
-                    raise value
-                return
-            yield value
-    finally:
-        for future in (getting, stopped, pumping):
-            if future is not None:
-                future.cancel()
-        with anyio.CancelScope(shield=True):
-            await asyncio.wait({pumping})
 
 
 def to_chunk(event: Event) -> dict[str, Any]:
@@ -132,7 +86,7 @@ async def sse_chunks(events: AsyncIterator[Event], stop: asyncio.Event | None = 
     except (asyncio.CancelledError, GeneratorExit):
         gone = True
         raise
-    except _Stopped:
+    except Stopped:
         log.info("agent stream of trace %s ended: the server is shutting down", trace_id or "-")
         yield encode(
             {"type": "error", "content": SHUTDOWN_MESSAGE, "error_type": "general", "trace_id": trace_id}
@@ -171,7 +125,7 @@ def sse_objects(
                 async for obj in running:
                     last = obj
                     yield encode(obj)
-        except _Stopped:
+        except Stopped:
             yield encode(await last_words(last))
 
     return StreamingResponse(chunks(), media_type="text/event-stream", headers=SSE_HEADERS)

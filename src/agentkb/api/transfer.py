@@ -11,7 +11,7 @@ from fastapi.responses import StreamingResponse
 from starlette.datastructures import UploadFile
 
 from agentkb.api.deps import ServicesDep
-from agentkb.api.responses import JSON, problems
+from agentkb.api.responses import JSON, multipart_body, problems
 from agentkb.api.schemas import KnowledgeBaseRecord, kb_record
 from agentkb.errors import BadRequest
 from agentkb.service.transfer import SECRET_FIELDS
@@ -35,47 +35,31 @@ EXPORT_RESPONSE: dict[str, Any] = {
     },
 }
 
-IMPORT_BODY: dict[str, Any] = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "multipart/form-data": {
-                "schema": {
-                    "type": "object",
-                    "required": ["file"],
-                    "properties": {
-                        "file": {
-                            "type": "string",
-                            "format": "binary",
-                            "description": "An export file (from `GET …/knowledge_bases/{kb_name}/export` or "
-                            "`agentkb export`).",
-                        },
-                        "name": {
-                            "type": "string",
-                            "description": "The new knowledge base's name (default: the exported one's).",
-                        },
-                        "embedding_api_key": {
-                            "type": "string",
-                            "description": "The embedding model's `api_key`, which exports leave out; "
-                            "required when the exported model had one.",
-                        },
-                        "reranking_api_key": {
-                            "type": "string",
-                            "description": "The reranking model's `api_key`; required when it had one.",
-                        },
-                        "secrets": {
-                            "type": "string",
-                            "contentMediaType": "application/json",
-                            "description": 'Any other left-out secret: a JSON object {"<path>": "<value>"} '
-                            "keyed by the paths the file's header lists in `secrets_omitted`.",
-                        },
-                    },
-                },
-                "encoding": {"file": {"contentType": MEDIA_TYPE}},
-            }
+IMPORT_BODY = multipart_body(
+    {
+        "name": {
+            "type": "string",
+            "description": "The new knowledge base's name (default: the exported one's).",
         },
-    }
-}
+        "embedding_api_key": {
+            "type": "string",
+            "description": "The embedding model's `api_key`, which exports leave out; "
+            "required when the exported model had one.",
+        },
+        "reranking_api_key": {
+            "type": "string",
+            "description": "The reranking model's `api_key`; required when it had one.",
+        },
+        "secrets": {
+            "type": "string",
+            "contentMediaType": "application/json",
+            "description": 'Any other left-out secret: a JSON object {"<path>": "<value>"} '
+            "keyed by the paths the file's header lists in `secrets_omitted`.",
+        },
+    },
+    file_description="An export file (from `GET …/knowledge_bases/{kb_name}/export` or `agentkb export`).",
+    file_type=MEDIA_TYPE,
+)
 
 
 @router.get(

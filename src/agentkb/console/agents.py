@@ -15,10 +15,11 @@ from fastapi.responses import StreamingResponse
 from agentkb.console import forms
 from agentkb.console.render import ConsoleRoute, page, see_other, services_of
 from agentkb.console.session import PREFIX, check_csrf
-from agentkb.console.streams import SSE_HEADERS, encode, until
+from agentkb.console.streams import SSE_HEADERS, encode
 from agentkb.errors import BadRequest
 from agentkb.secrecy import mask_secrets, mask_text
 from agentkb.service.agents import PROVIDERS, AgentInput
+from agentkb.service.lifecycle import Stopped, until
 from agentkb.service.types import AgentRow, End, Error, Event, Start
 
 log = logging.getLogger("agentkb.console")
@@ -201,6 +202,8 @@ async def chat(
                     trace_id = event.trace_id
                 ended = isinstance(event, End)
                 yield encode(event_object(event))
+        except Stopped:  # the server is shutting down: `problem` says so
+            pass
         except Exception as exc:  # reported on the page; the trace is stored by the service
             log.exception("console chat of agent %s failed", agent)
             problem = mask_text(f"The agent run failed: {exc}")

@@ -16,8 +16,9 @@ from agentkb.console import forms
 from agentkb.console.knowledge_bases import job_view, kb_url
 from agentkb.console.render import ConsoleRoute, see_other, services_of
 from agentkb.console.session import PREFIX, check_csrf
-from agentkb.console.streams import SSE_HEADERS, encode, until
+from agentkb.console.streams import SSE_HEADERS, encode
 from agentkb.errors import BadRequest
+from agentkb.service.lifecycle import Stopped, until
 from agentkb.service.types import InsertInput
 
 router = APIRouter(prefix=f"{PREFIX}/projects/{{project}}/knowledge_bases/{{kb}}", route_class=ConsoleRoute)
@@ -86,9 +87,12 @@ async def job_events(request: Request, project: str, kb: str, job_id: str) -> St
 
     async def records() -> AsyncIterator[str]:
         last: dict[str, Any] = job_view(job)
-        async for current in until(services.jobs.watch(job), services.shutdown.jobs_released):
-            last = job_view(current)
-            yield encode(last)
+        try:
+            async for current in until(services.jobs.watch(job), services.shutdown.jobs_released):
+                last = job_view(current)
+                yield encode(last)
+        except Stopped:  # the server is shutting down: the job as it now is, below
+            pass
         if not last["finished"]:
             yield encode({**last, "shutdown": True})
 

@@ -176,14 +176,9 @@ class AgentService:
             return [self._shown(a) for a in await repo.list_for_project(conn, project.id)]
 
     async def _stored(self, project_name: str, name: str) -> AgentRow:
-        """One query when both exist; a missing project is told from a missing agent only then."""
-        async with self.db.connect() as conn:
-            agent = await repo.get_in_project(conn, project_name, name) if is_identifier(name) else None
-            if agent is None:
-                await projects.resolve(conn, project_name)  # 404 for the project first, if that is missing
-        if agent is None:
-            raise agent_not_found(name)
-        return agent
+        return await projects.named_in_project(
+            self.db, project_name, name, repo.get_in_project, agent_not_found
+        )
 
     async def get(self, project_name: str, name: str) -> AgentRow:
         return self._shown(await self._stored(project_name, name))

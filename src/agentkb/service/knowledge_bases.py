@@ -98,14 +98,7 @@ class KnowledgeBaseService:
             return await repo.list_for_project(conn, project.id)
 
     async def get(self, project_name: str, name: str) -> KnowledgeBaseRow:
-        """One query when both exist; a missing project is told from a missing KB only then."""
-        async with self.db.connect() as conn:
-            kb = await repo.get_in_project(conn, project_name, name) if is_identifier(name) else None
-            if kb is None:
-                await projects.resolve(conn, project_name)  # 404 for the project first, if that is missing
-        if kb is None:
-            raise kb_not_found(name)
-        return kb
+        return await projects.named_in_project(self.db, project_name, name, repo.get_in_project, kb_not_found)
 
     async def create(self, project_name: str, given: KnowledgeBaseInput) -> KnowledgeBaseRow:
         name = check_name(given.name, "name")

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from agentkb.errors import BadRequest, Conflict, project_not_found
+from agentkb.errors import BadRequest, Conflict, NotFound, project_not_found
 from agentkb.sql.pushdown import RESERVED_NAMES
 from agentkb.storage import agents as agent_rows
 from agentkb.storage import data_sources as data_source_rows
@@ -12,6 +15,8 @@ from agentkb.storage import projects as repo
 from agentkb.storage.db import Database
 from agentkb.storage.projects import Project
 from agentkb.validation import check_name, is_identifier
+
+T = TypeVar("T")
 
 
 async def resolve(conn: AsyncConnection, name: str, *, exact: bool = False) -> Project:
@@ -23,6 +28,24 @@ async def resolve(conn: AsyncConnection, name: str, *, exact: bool = False) -> P
     if project is None:
         raise project_not_found(name)
     return project
+
+
+async def named_in_project(
+    db: Database,
+    project_name: str,
+    name: str,
+    lookup: Callable[[AsyncConnection, str, str], Awaitable[T | None]],
+    not_found: Callable[[str], NotFound],
+) -> T:
+    """`lookup(conn, project_name, name)`: one query when both exist. When it finds nothing, a missing
+    project is told (404) before a missing `name` (`not_found(name)`)."""
+    async with db.connect() as conn:
+        found = await lookup(conn, project_name, name) if is_identifier(name) else None
+        if found is None:
+            await resolve(conn, project_name)  # 404 for the project first, if that is missing
+    if found is None:
+        raise not_found(name)
+    return found
 
 
 class ProjectService:

@@ -89,14 +89,19 @@ def parse_kb_select(
     sql: str, default_project: str | None = None, *, params: Mapping[str, Any] | None = None
 ) -> KBQuery:
     """Parse one knowledge-base SELECT; raise `BadRequest` naming what is wrong or unsupported."""
+    return parse_kb_select_ast(parse_kb_statement(sql), default_project, params=params)
+
+
+def parse_kb_statement(sql: str) -> ast.ASTNode:
+    """The statement of `sql` (its `$START$`/`$STOP$` wrappers and code fences dropped), not yet checked as
+    a KB SELECT; `BadRequest` when it is empty or does not parse."""
     text = strip_wrappers(sql)
     if not text:
         raise BadRequest("Empty query: expected a SELECT over a knowledge base")
     try:
-        stmt = parse_sql(text)
+        return parse_sql(text)
     except Exception as e:  # the parser raises ParsingException, and TypeError on some bad input
         raise BadRequest(f"Invalid SQL: {e}") from e
-    return parse_kb_select_ast(stmt, default_project, params=params)
 
 
 def parse_kb_select_ast(
