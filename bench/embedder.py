@@ -11,7 +11,9 @@ of the first `--queries` queries, then the corpus in order up to `--docs`).
 Variants: `torch-float32` (the reference), `torch-bfloat16`, `onnx-int8` (the default install's engine),
 `torch-int8-<layers>` (torch dynamic int8 on some Linear layers only: `ffn-in` the FFN up-projections,
 `ffn` both FFN projections, `attn` the attention's query/key/value, `attn+ffn-in` those two, `all` every
-Linear of the encoder: measurements only, not an agentkb option).
+Linear of the encoder), `torch-compile` (float32 under `torch.compile`, inductor, dynamic shapes) and
+`torch-compile-frozen` (the same with inductor's freezing and weight prepacking): measurements only, not
+agentkb options. A compiled variant's first pass (the compilation, about 1–2 minutes) is not timed.
 
     python -m bench embedder [--quick] [--docs N] [--queries N] [--threads T] [--batch B] [--variants ...]
 """
@@ -77,6 +79,28 @@ def _torch_int8(model: Any, layers: tuple[str, ...] | None) -> Any:
     return model
 
 
+def _compiled(model: Any, frozen: bool) -> Any:
+    """`model` with its transformer under `torch.compile` (inductor, dynamic shapes); `frozen`: weights
+    folded in as constants and prepacked (inductor's `freezing`, which needs inference mode)."""
+    import torch
+    import torch._inductor.config as inductor
+
+    if frozen:
+        inductor.freezing = True
+        inductor.cpp.weight_prepack = True
+    model.eval()
+    model[0].auto_model = torch.compile(model[0].auto_model, dynamic=True)
+    if frozen:
+        encode = model.encode
+
+        def encode_no_grad(*args: Any, **kwargs: Any) -> Any:
+            with torch.no_grad():
+                return encode(*args, **kwargs)
+
+        model.encode = encode_no_grad
+    return model
+
+
 def encoder(variant: str, threads: int, batch: int) -> Encoder:
     """A synchronous `texts -> vectors` for `variant`, through agentkb's embedder code."""
     from agentkb.kb.embedders import local, onnx_model
@@ -91,6 +115,8 @@ def encoder(variant: str, threads: int, batch: int) -> Encoder:
     torch.set_num_threads(threads)
     if variant.startswith("torch-int8-"):
         torch_model = _torch_int8(local.load_model(MODEL), INT8_LAYERS[variant.removeprefix("torch-int8-")])
+    elif variant.startswith("torch-compile"):
+        torch_model = _compiled(local.load_model(MODEL), frozen=variant == "torch-compile-frozen")
     else:
         torch_model = local.load_model(MODEL, precision=variant.removeprefix("torch-"))
     return lambda texts: local._encode(torch_model, texts, batch)
@@ -141,6 +167,8 @@ def main(argv: list[str]) -> None:
     rows: list[dict[str, Any]] = []
     for variant in ["torch-float32", *[v for v in args.variants if v != "torch-float32"]]:
         encode = encoder(variant, args.threads, args.batch)
+        if variant.startswith("torch-compile"):
+            encode(texts)  # compiles for each new shape: this pass is not timed
         vectors, wall_rate, cpu_rate = measure(encode, texts, args.repeat)
         if reference is None:
             reference = vectors
