@@ -28,6 +28,7 @@ import json
 import re
 import threading
 import uuid
+import zlib
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -77,6 +78,18 @@ def dummy_embeddings(string: str, dimension: int | None = None, base: int | None
     return embeds
 
 
+def word_embeddings(string: str, dimension: int = 25**2) -> list[float]:
+    """A bag of words (each word's count in a bucket of its own, by CRC-32): texts sharing words are near,
+    as a real embedding model puts a one-word query near the texts about it, where `dummy_embeddings` puts
+    words sharing their first two letters in one bucket ("not" next to "noise")."""
+    embeds = [0.0] * dimension
+    for word in re.findall(r"[a-z]+", string.lower()):
+        embeds[zlib.crc32(word.encode()) % dimension] += 1.0
+    if not any(embeds):
+        embeds[-1] = 1e-6
+    return embeds
+
+
 class MindsDBEmbeddings(OpenAIStub):
     """The OpenAI stub, its `/v1/embeddings` answering with `dummy_embeddings`."""
 
@@ -84,12 +97,19 @@ class MindsDBEmbeddings(OpenAIStub):
         super().__init__(self._embed, dim=25**2, in_order=True)
         self.dimension: int | None = None
         self.base: int | None = None
+        self.function: Callable[[str], list[float]] | None = None
 
     def set_embedding(self, dimension: int | None = None, base: int | None = None) -> None:
-        """MindsDB's `set_embedding(mock_embedding, dimension, base)`."""
-        self.dimension, self.base = dimension, base
+        """MindsDB's `set_embedding(mock_embedding, dimension, base)` (`dummy_embeddings` again)."""
+        self.dimension, self.base, self.function = dimension, base, None
+
+    def use(self, function: Callable[[str], list[float]]) -> None:
+        """Another embedding function in place of `dummy_embeddings`, until the next `set_embedding`."""
+        self.function = function
 
     def _embed(self, texts: list[str]) -> list[list[float]]:
+        if self.function is not None:
+            return [self.function(t) for t in texts]
         return [dummy_embeddings(t, self.dimension, self.base) for t in texts]
 
     def mindsdb_model(self, **fields: Any) -> dict[str, Any]:

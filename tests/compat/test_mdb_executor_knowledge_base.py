@@ -1105,12 +1105,8 @@ class TestKBSelectAndParams(BaseTestKB):
         self.set_embedding(base=20)
 
         # white is not at the top
-        # spec difference: agentkb's search is hybrid by default (MindsDB's is semantic), so MindsDB's
-        # assertion is made on the semantic-only search, and the default search must find "white" on top
-        ret = self.run_sql("select * from kb_hybrid where content='white' and hybrid_search = false")
-        assert "white" not in ret["chunk_content"].iloc[0]
         ret = self.run_sql("select * from kb_hybrid where content='white'")
-        assert "white" in ret["chunk_content"].iloc[0]
+        assert "white" not in ret["chunk_content"].iloc[0]
 
         # but it is when hybrid search is used
         ret = self.run_sql("""

@@ -4,7 +4,9 @@ MindsDB runs it against a live server through `mindsdb_sdk`, with OpenAI embeddi
 (`OPENAI_API_KEY`) and the public demo database `example_db` (samples.mindsdb.com, table demo.crm_demo). Here:
 
 - `mindsdb_sdk` (3.5.0) talks to this module's agentkb, as in MindsDB's test (`con.query(sql).fetch()`);
-- the embedding model is MindsDB's dummy embedder served over HTTP, and the reranking model (MindsDB: `gpt-4`)
+- the embedding model (MindsDB: OpenAI's) is a bag of words served over HTTP (`word_embeddings`: a
+  one-word content search finds the rows holding the word, as OpenAI's embeddings do; MindsDB's dummy
+  embedder would put "not" nearest to "noise"), and the reranking model (MindsDB: `gpt-4`)
   is the scripted LLM scoring a passage 0.9 when it contains the searched word, else 0.1;
 - `example_db` is a postgres data source (a scratch database in the suite's embedded PostgreSQL) whose
   `demo.crm_demo` holds 40 synthetic support messages (pk, message_body, status, category) shaped like the
@@ -28,7 +30,7 @@ import mindsdb_sdk
 import pandas as pd
 import pytest
 
-from tests.compat.mdb import MindsDBEmbeddings, MindsDBLLM, postgres_tables
+from tests.compat.mdb import MindsDBEmbeddings, MindsDBLLM, postgres_tables, word_embeddings
 
 MESSAGES = {
     "Battery": "My battery drains very fast after the latest update",
@@ -66,6 +68,7 @@ class TestKB:
         self.embeddings, self.llm = mdb_embeddings, llm
         mdb_embeddings.reset()
         mdb_embeddings.set_embedding()
+        mdb_embeddings.use(word_embeddings)
         llm.reset()
         llm.get_scores = lambda query, docs: [0.9 if query.lower() in d.lower() else 0.1 for d in docs]
         self.create_example_db(example_db)
@@ -129,7 +132,7 @@ class TestKB:
     kb_name = "test_default_kb_crm"
 
     def _create(self) -> None:
-        # MindsDB: text-embedding-ada-002 (1536 dimensions); the dummy embedder's vectors have 625
+        # MindsDB: text-embedding-ada-002 (1536 dimensions); the stand-in's vectors have 625
         embedding_model = self.embeddings.mindsdb_model(model_name="dummy_model", api_key="sk-...")
         reranking_model = {"provider": "openai", "model_name": "gpt-4", "api_key": "sk-...",
                            "base_url": self.llm.base_url}  # fmt: skip

@@ -188,6 +188,22 @@ def test_hybrid_beats_vector_only_on_exact_keyword(client: httpx.Client, unique:
     assert hybrid[0] == 3
     assert vector[0] != 3
 
+    # SQL is MindsDB's: `content = …` alone is the vector search, best first; `hybrid_search = true` fuses
+    def sql_hits(where: str) -> list[dict[str, Any]]:
+        r = client.post(
+            "/api/sql/query",
+            json={"query": f"SELECT id, relevance FROM {kb} WHERE {where}", "context": {"db": "mindsdb"}},
+        )
+        assert r.status_code == 200 and r.json()["type"] == "table", r.text
+        return [dict(zip(r.json()["column_names"], row, strict=True)) for row in r.json()["data"]]
+
+    plain = sql_hits("content = 'E400'")
+    assert [int(h["id"]) for h in plain] == vector
+    relevance = [h["relevance"] for h in plain]
+    assert relevance == sorted(relevance, reverse=True)
+    assert [int(h["id"]) for h in sql_hits("content = 'E400' AND hybrid_search = true")] == hybrid
+    assert [int(h["id"]) for h in sql_hits("content = 'E400' AND hybrid_search_alpha = 0.5")] == hybrid
+
 
 def test_delete_documents_by_id_and_filter(client: httpx.Client, animals: str) -> None:
     r = client.request("DELETE", f"{P}/knowledge_bases/{animals}", json={"ids": [1]})

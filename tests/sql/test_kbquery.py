@@ -10,6 +10,7 @@ from mindsdb_sql_parser import parse_sql
 
 from agentkb.errors import BadRequest
 from agentkb.kb.filters import Filter
+from agentkb.service.search import options_from_query
 from agentkb.sql.kbquery import KBQuery, parse_kb_select, parse_kb_select_ast, strip_wrappers
 
 BASE = KBQuery(
@@ -237,3 +238,18 @@ def test_parse_refused(sql: str, message: str) -> None:
 def test_ast_entry_point_refuses_non_select() -> None:
     with pytest.raises(BadRequest, match="got DELETE"):
         parse_kb_select_ast(parse_sql("delete from kb where id = 1"), None)
+
+
+@pytest.mark.parametrize(
+    ("where", "hybrid", "alpha"),
+    [
+        ("content = 'x'", False, 0.5),  # MindsDB: hybrid_search_alpha defaults to 1, a vector search
+        ("content = 'x' and hybrid_search = false", False, 0.5),
+        ("content = 'x' and hybrid_search = true", True, 0.5),
+        ("content = 'x' and hybrid_search_alpha = 0.7", True, 0.7),
+        ("content = 'x' and hybrid_search = false and hybrid_search_alpha = 0.2", True, 0.2),
+    ],
+)
+def test_sql_search_is_vector_unless_asked(where: str, hybrid: bool, alpha: float) -> None:
+    options = options_from_query(parse_kb_select(f"select * from my_kb where {where}", "mindsdb"))
+    assert (options.hybrid, options.alpha) == (hybrid, alpha)

@@ -4,13 +4,16 @@ all in one statement (one round trip; the delta's watermark is read through a sh
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
-from sqlalchemy import TextClause, text
+import psycopg
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb.storage import vector_index
@@ -105,9 +108,32 @@ def _statement(r: Retrieval) -> str:
     return " UNION ALL ".join(parts)
 
 
+_BIND = re.compile(r"(?<![:\w\\]):(\w+)(?!:)")  # a `:name` parameter, as SQLAlchemy's text() finds them
+
+
 @lru_cache(maxsize=512)
-def _text(statement: str) -> TextClause:
-    return text(statement)
+def _driver_sql(statement: str) -> str:
+    """The statement in psycopg's parameter style (`%(name)s`; a literal `%` doubled)."""
+    return _BIND.sub(r"%(\1)s", statement.replace("%", "%%"))
+
+
+async def _fetch(conn: AsyncConnection, statement: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """The statement's rows as tuples, run on the pooled connection's psycopg connection itself: the search
+    statement is the hot path, and SQLAlchemy's execution layer (compiled-statement lookup, execution
+    context, result metadata, Row objects) costs more than psycopg's own work here. psycopg prepares it
+    after a few runs, as through SQLAlchemy; errors surface as SQLAlchemy's (`ProgrammingError` with the
+    psycopg error as `orig`, as callers expect)."""
+    raw = await conn.get_raw_connection()
+    driver: psycopg.AsyncConnection[Any] = raw.driver_connection  # type: ignore[assignment]
+    sql = _driver_sql(statement)
+    try:
+        async with driver.cursor() as cursor:
+            await cursor.execute(sql, params)
+            return await cursor.fetchall()
+    except psycopg.Error as exc:
+        if driver.broken:
+            await conn.invalidate(exc)
+        raise DBAPIError.instance(sql, params, exc, psycopg.Error) from exc
 
 
 async def retrieve(conn: AsyncConnection, r: Retrieval) -> Retrieved:
@@ -133,7 +159,7 @@ async def retrieve(conn: AsyncConnection, r: Retrieval) -> Retrieved:
     if other:
         await conn.execute(text("SELECT set_config('hnsw.ef_search', :ef, false)"), {"ef": str(ef)})
     try:
-        rows = (await conn.execute(_text(_statement(r)), params)).all()
+        rows = await _fetch(conn, _statement(r), params)
     finally:
         if other:
             await conn.execute(
@@ -141,24 +167,24 @@ async def retrieve(conn: AsyncConnection, r: Retrieval) -> Retrieved:
             )
     out = Retrieved(None)
     ordered: dict[str, list[tuple[int, Row]]] = {"text": [], "listing": []}
-    for x in rows:
-        if x.side == "kb":
-            out.version = x.version
+    for side, chunk_id, doc_id, content, metadata, distance, rank, ord_, version in rows:
+        if side == "kb":
+            out.version = version
             continue
         row = Row(
-            x.chunk_id,
-            x.doc_id,
-            x.content,
-            x.metadata,
-            None if x.distance is None else float(x.distance),
-            None if x.rank is None else float(x.rank),
+            chunk_id,
+            doc_id,
+            content,
+            metadata,
+            None if distance is None else float(distance),
+            None if rank is None else float(rank),
         )
-        if x.side == "vector":
+        if side == "vector":
             out.vector.append(row)
-        elif x.side == "ids":
+        elif side == "ids":
             out.ids.append(row)
         else:
-            ordered[x.side].append((int(x.ord), row))
+            ordered[side].append((int(ord_), row))
     out.vector.sort(key=lambda row: row.distance or 0.0)
     if r.ids:
         found = {row.chunk_id: row for row in out.ids}

@@ -136,7 +136,10 @@ class OpenAIEmbedder(Embedder):
 
     async def _embed(self, texts: list[str]) -> Vectors:
         batches = [texts[i : i + self.batch_size] for i in range(0, len(texts), self.batch_size)]
-        parts = await asyncio.gather(*(self._embed_batch(batch) for batch in batches))
+        if len(batches) == 1:  # a query, a small insert: one request, awaited here (no task to schedule)
+            parts = [await self._embed_batch(batches[0])]
+        else:
+            parts = await asyncio.gather(*(self._embed_batch(batch) for batch in batches))
         return l2_normalize(np.concatenate(parts, axis=0))
 
     async def _embed_batch(self, batch: list[str]) -> Vectors:
