@@ -137,8 +137,6 @@ class TransferService:
                     done += len(batch)
                     if on_progress is not None:
                         on_progress(done, header.chunks)
-                while await chunks.fill_text_vectors(conn, kb.storage_table, BATCH):  # full text
-                    pass
                 # the vector index, built once over every row (as CREATE INDEX ON KNOWLEDGE_BASE does)
                 await chunks.rebuild_vector_index(
                     conn, kb.storage_table, kb.vector_dim, kb.params.get("vector_index")

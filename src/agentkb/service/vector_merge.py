@@ -1,6 +1,4 @@
-"""Background upkeep of a chunk table after writes: the full-text vectors of the rows written (filled after
-the insert, `storage.chunks.fill_text_vectors`), then merges of its delta (rows written since the HNSW index
-was built) into the index.
+"""Background merges of a chunk table's delta (rows written since the HNSW index was built) into the index.
 
 An insert writes its chunks outside the HNSW index (`storage.vector_index`), then asks for a merge
 (`schedule`): one task per table at a time; a request while one runs makes it look again when done. A merge
@@ -8,8 +6,7 @@ happens once the delta holds `min_rows` rows: a concurrent rebuild of the whole 
 least `rebuild_fraction` of the indexed rows (building is many times cheaper per row than growing the graph
 row by row), else an incremental merge in transactions of `batch` rows. Merges of one table are serialised
 across processes by an advisory lock; a failed one is logged and leaves the table searchable (the delta is
-scanned exactly), and the next insert asks again. Text vectors are filled first, in transactions of
-`TEXT_BATCH` rows (rows another transaction holds are left to the fill that its insert asks for).
+scanned exactly), and the next insert asks again.
 """
 
 from __future__ import annotations
@@ -23,7 +20,6 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from agentkb.storage import chunks
 from agentkb.storage import vector_index as vi
 from agentkb.storage.db import Database
 
@@ -33,7 +29,6 @@ DELTA_ROWS = 4096  # an exact scan of this many vectors costs a few milliseconds
 REBUILD_FRACTION = 0.2
 BATCH = 500
 SWAP_ATTEMPTS = 10
-TEXT_BATCH = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,8 +55,7 @@ class VectorIndexMerger:
         self._again: set[str] = set()
 
     def schedule(self, table: str, dim: int, options: Mapping[str, int] | None) -> None:
-        """Fill `table`'s missing text vectors and merge its delta if it is large enough, in the background
-        (no wait)."""
+        """Merge `table`'s delta in the background if it is large enough (no wait)."""
         running = self.tasks.get(table)
         if running is not None and not running.done():
             self._again.add(table)
@@ -72,7 +66,6 @@ class VectorIndexMerger:
         while True:
             self._again.discard(target.table)
             try:
-                await self.fill_text(target.table)
                 await self.merge(target.table, target.dim, target.options)
             except asyncio.CancelledError:
                 raise
@@ -90,18 +83,6 @@ class VectorIndexMerger:
         for task in self.tasks.values():
             task.cancel()
         await asyncio.gather(*self.tasks.values(), return_exceptions=True)
-
-    async def fill_text(self, table: str) -> int:
-        """Fill the text vectors the table's rows lack; the number filled."""
-        done = 0
-        while True:
-            async with self.db.transaction() as tx:
-                if await tx.scalar(text("SELECT to_regclass(:t) IS NULL"), {"t": table}):
-                    return done  # dropped meanwhile
-                filled = await chunks.fill_text_vectors(tx, table, TEXT_BATCH)
-            done += filled
-            if filled < TEXT_BATCH:
-                return done
 
     async def merge(self, table: str, dim: int, options: Mapping[str, int] | None) -> str:
         """One merge now, if due: "rebuilt", "merged", "none" (delta below `min_rows`) or "busy"."""

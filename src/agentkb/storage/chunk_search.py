@@ -14,7 +14,7 @@ from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb.storage import vector_index
-from agentkb.storage.chunks import TEXT_VECTOR, vector_expr
+from agentkb.storage.chunks import vector_expr
 from agentkb.storage.db import EF_SEARCH_INFO, HNSW_EF_SEARCH, MAX_EF_SEARCH
 
 
@@ -89,15 +89,12 @@ def _statement(r: Retrieval) -> str:
             f"FROM {t} WHERE chunk_id = ANY(:ids) AND {where}"
         )
     if r.query is not None and r.text is not None and r.text_k:
-        # chunks matching ANY of the query's terms (English stemming, stop words dropped), by ts_rank_cd;
-        # the rows whose `tsv` is not filled yet (storage.chunks) by their text vector computed here
-        tsv = f"coalesce(tsv, {TEXT_VECTOR})"
+        # chunks matching ANY of the query's terms (English stemming, stop words dropped), by ts_rank_cd
         parts.append(
-            f"SELECT * FROM (SELECT 'text', {_COLUMNS}, ({distance})::float8, ts_rank_cd({tsv}, q.q)::float8 "
-            f"AS rank, row_number() OVER (ORDER BY ts_rank_cd({tsv}, q.q) DESC, chunk_id), NULL::timestamptz "
+            f"SELECT * FROM (SELECT 'text', {_COLUMNS}, ({distance})::float8, ts_rank_cd(tsv, q.q)::float8 "
+            "AS rank, row_number() OVER (ORDER BY ts_rank_cd(tsv, q.q) DESC, chunk_id), NULL::timestamptz "
             f"FROM {t}, (SELECT CAST(replace(CAST(plainto_tsquery('english', :qtext) AS text), '&', '|') "
-            f"AS tsquery) AS q) q WHERE (tsv @@ q.q OR (tsv IS NULL AND {TEXT_VECTOR} @@ q.q)) AND {where} "
-            "ORDER BY rank DESC, chunk_id LIMIT :tk) x"
+            f"AS tsquery) AS q) q WHERE tsv @@ q.q AND {where} ORDER BY rank DESC, chunk_id LIMIT :tk) x"
         )
     if r.listing is not None:
         parts.append(

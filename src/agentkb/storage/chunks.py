@@ -1,11 +1,6 @@
 """A knowledge base's chunk table: DDL (vectors: pgvector HNSW, cosine, see `vector_index`; full text:
 tsvector, GIN) and the write side. New chunks are written with binary `COPY` (pgvector's binary format);
-chunks that replace stored ones are upserted. Either lands above the HNSW index's watermark (`seq`).
-
-A chunk's full-text vector (`tsv`, `to_tsvector('english', content)`) is not computed by the insert, where it
-was most of PostgreSQL's work per chunk: a written chunk has `tsv` NULL until `fill_text_vectors` (run in the
-background after the insert commits, `service.vector_merge`) fills it; the partial index `<table>_tsv_todo`
-lists the rows still to fill, and full-text searches match those on the fly (`storage.chunk_search`)."""
+chunks that replace stored ones are upserted. Either lands above the HNSW index's watermark (`seq`)."""
 
 from __future__ import annotations
 
@@ -43,7 +38,7 @@ async def create_chunk_table(conn: AsyncConnection, table: str, dim: int) -> Non
             content_hash text NOT NULL,
             metadata jsonb NOT NULL DEFAULT '{{}}'::jsonb,
             embedding vector({dim}) NOT NULL,
-            tsv tsvector,
+            tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', content)) STORED,
             updated_at timestamptz NOT NULL DEFAULT now(),
             seq bigserial NOT NULL
         )""",
@@ -54,7 +49,6 @@ async def create_chunk_table(conn: AsyncConnection, table: str, dim: int) -> Non
         vector_index.hnsw_sql(table, dim, 0),
         f"CREATE INDEX {table}_seq ON {table} (seq)",
         f"CREATE INDEX {table}_tsv ON {table} USING gin (tsv)",
-        f"CREATE INDEX {table}_tsv_todo ON {table} (seq) WHERE tsv IS NULL",
         f"CREATE INDEX {table}_doc ON {table} (doc_id)",
         f"CREATE INDEX {table}_hash ON {table} (content_hash)",
         f"CREATE INDEX {table}_meta ON {table} USING gin (metadata jsonb_path_ops)",
@@ -241,8 +235,7 @@ async def upsert_chunks(conn: AsyncConnection, table: str, writes: list[ChunkWri
             "VALUES (:chunk_id, :doc_id, :content, :content_hash, CAST(:metadata AS jsonb), :embedding, now()) "
             "ON CONFLICT (chunk_id) DO UPDATE SET doc_id = EXCLUDED.doc_id, content = EXCLUDED.content, "
             "content_hash = EXCLUDED.content_hash, metadata = EXCLUDED.metadata, "
-            "embedding = EXCLUDED.embedding, updated_at = now(), seq = EXCLUDED.seq, "
-            f"tsv = CASE WHEN {table}.content = EXCLUDED.content THEN {table}.tsv END"
+            "embedding = EXCLUDED.embedding, updated_at = now(), seq = EXCLUDED.seq"
         ),
         [
             {
@@ -256,22 +249,6 @@ async def upsert_chunks(conn: AsyncConnection, table: str, writes: list[ChunkWri
             for w in writes
         ],
     )
-
-
-TEXT_VECTOR = "to_tsvector('english', content)"  # a chunk's `tsv`, once filled
-
-
-async def fill_text_vectors(conn: AsyncConnection, table: str, limit: int) -> int:
-    """Fill `tsv` of up to `limit` rows that lack it, oldest first; rows another transaction holds are left
-    for later. The number filled."""
-    result = await conn.execute(
-        text(
-            f"UPDATE {table} SET tsv = {TEXT_VECTOR} WHERE chunk_id IN (SELECT chunk_id FROM {table} "
-            "WHERE tsv IS NULL ORDER BY seq LIMIT :n FOR UPDATE SKIP LOCKED)"
-        ),
-        {"n": limit},
-    )
-    return int(result.rowcount or 0)
 
 
 async def counts(conn: AsyncConnection, table: str) -> tuple[int, int]:

@@ -125,13 +125,11 @@ async def rebuild(conn: AsyncConnection, table: str, dim: int, options: Mapping[
 
 
 async def merge_some(conn: AsyncConnection, table: str, mark: int, limit: int) -> int:
-    """Incremental merge: up to `limit` delta rows renumbered under W (each enters the index), their text
-    vectors filled if they lack them (see `storage.chunks`); rows another transaction holds are left for
-    later. The number merged."""
+    """Incremental merge: up to `limit` delta rows renumbered under W (each enters the index); rows another
+    transaction holds are left for later. The number merged."""
     result = await conn.execute(
         text(
-            f"UPDATE {table} SET seq = 0, tsv = coalesce(tsv, to_tsvector('english', content)) "
-            f"WHERE chunk_id IN (SELECT chunk_id FROM {table} WHERE seq > :w "
+            f"UPDATE {table} SET seq = 0 WHERE chunk_id IN (SELECT chunk_id FROM {table} WHERE seq > :w "
             "ORDER BY seq LIMIT :n FOR UPDATE SKIP LOCKED)"
         ),
         {"w": mark, "n": limit},
