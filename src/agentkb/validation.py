@@ -33,19 +33,38 @@ INT64 = (-(2**63), 2**63 - 1)
 def check_storable(value: Any, field: str) -> Any:
     """PostgreSQL text and jsonb cannot hold NUL characters, and stored JSON holds 64-bit integers at most:
     refuse both instead of failing later."""
+    problem = _unstorable(value)
+    if problem is not None:
+        path, what = problem
+        raise BadRequest(f"'{field}{path}' {what}", title="Invalid value")
+    return value
+
+
+def _unstorable(value: Any) -> tuple[str, str] | None:
+    """(the path below the value, what is wrong) of the first part that cannot be stored; the path is
+    only built for a value refused (a large request is walked once, cheaply)."""
     if isinstance(value, str):
-        if "\x00" in value:
-            raise BadRequest(f"'{field}' contains a NUL character", title="Invalid value")
-    elif isinstance(value, int) and not INT64[0] <= value <= INT64[1]:
-        raise BadRequest(f"'{field}' is an integer beyond 64 bits", title="Invalid value")
-    elif isinstance(value, dict):
+        return ("", "contains a NUL character") if "\x00" in value else None
+    if isinstance(value, int):
+        return None if INT64[0] <= value <= INT64[1] else ("", "is an integer beyond 64 bits")
+    if isinstance(value, dict):
         for key, item in value.items():
-            check_storable(key, field)
-            check_storable(item, f"{field}.{key}")
+            problem = _unstorable(key)
+            if problem is not None:
+                return "", problem[1]
+            if type(item) is str and "\x00" not in item:
+                continue
+            problem = _unstorable(item)
+            if problem is not None:
+                return f".{key}{problem[0]}", problem[1]
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            check_storable(item, f"{field}[{index}]")
-    return value
+            if type(item) is str and "\x00" not in item:
+                continue
+            problem = _unstorable(item)
+            if problem is not None:
+                return f"[{index}]{problem[0]}", problem[1]
+    return None
 
 
 def check_dict(value: Any, field: str) -> dict[str, Any]:

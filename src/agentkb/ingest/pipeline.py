@@ -116,11 +116,13 @@ class _Plan:
 
 
 def _same(stored: store.StoredChunk, chunk: Chunk) -> bool:
+    """The same text and metadata, `_updated_at` aside."""
     if stored.content_hash != chunk.content_hash:
         return False
-    old = {k: v for k, v in stored.metadata.items() if k != "_updated_at"}
-    new = {k: v for k, v in chunk.metadata.items() if k != "_updated_at"}
-    return old == new
+    old, new = stored.metadata, chunk.metadata
+    if len(old) - ("_updated_at" in old) != len(new) - ("_updated_at" in new):
+        return False
+    return all(k == "_updated_at" or (k in old and old[k] == v) for k, v in new.items())
 
 
 class Ingestor:

@@ -94,7 +94,7 @@ async def chunks_of_documents(conn: AsyncConnection, table: str, doc_ids: list[s
         text(f"SELECT chunk_id, doc_id, content_hash, metadata FROM {table} WHERE doc_id = ANY(:ids)"),
         {"ids": doc_ids},
     )
-    return [StoredChunk(r.chunk_id, r.doc_id, r.content_hash, r.metadata) for r in rows]
+    return [StoredChunk(*r) for r in rows]  # the columns in the fields' order
 
 
 async def embeddings_by_hash(conn: AsyncConnection, table: str, hashes: list[str]) -> dict[str, np.ndarray]:
