@@ -103,6 +103,37 @@ def _indexes(pg_url: str, table: str) -> dict[str, str]:
     return {name: definition for name, definition in rows}
 
 
+def test_migration_drops_the_full_text_column(client: httpx.Client, unique: str, pg_url: str) -> None:
+    """Chunk tables made before 0013 had a generated `tsv` column and its GIN index: upgrading drops both
+    and keeps the rows (searched as before)."""
+    from agentkb.storage.migrate import upgrade
+
+    name = f"kb_{unique}"
+    kbs = "/api/projects/mindsdb/knowledge_bases"
+    table = client.post(kbs, json={"knowledge_base": {"name": name}}).json()["vector_database_table"]
+    rows = [{"id": 1, "content": "the fuser unit overheated"}, {"id": 2, "content": "paper jam at the rear"}]
+    assert client.put(f"{kbs}/{name}", json={"knowledge_base": {"rows": rows}}).status_code == 200
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        (head,) = conn.execute("SELECT version_num FROM alembic_version").fetchone() or ("",)
+        conn.execute(
+            f"ALTER TABLE {table} ADD COLUMN tsv tsvector "
+            "GENERATED ALWAYS AS (to_tsvector('english', content)) STORED"
+        )
+        conn.execute(f"CREATE INDEX {table}_tsv ON {table} USING gin (tsv)")
+        conn.execute("UPDATE alembic_version SET version_num = '0012_file_blobs'")
+    upgrade(pg_url)
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == (head,)
+        columns = conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = %s", (table,)
+        ).fetchall()
+    assert "tsv" not in {c for (c,) in columns}
+    assert not any("tsv" in d for d in _indexes(pg_url, table).values())
+    found = client.post(f"{kbs}/{name}/search", json={"query": "fuser overheated", "limit": 1}).json()
+    assert [h["id"] for h in found] == [1], found
+    assert client.delete(f"{kbs}/{name}").status_code == 204
+
+
 def test_kb_storage_created_and_dropped(client: httpx.Client, unique: str, pg_url: str) -> None:
     name = f"kb_{unique}"
     table = client.post(
@@ -110,7 +141,21 @@ def test_kb_storage_created_and_dropped(client: httpx.Client, unique: str, pg_ur
     ).json()["vector_database_table"]
     indexes = _indexes(pg_url, table)
     assert any("hnsw" in d and "vector_cosine_ops" in d for d in indexes.values()), indexes
-    assert any("gin" in d and "tsv" in d for d in indexes.values()), indexes
+    assert not any("tsv" in d for d in indexes.values()), indexes  # no full-text column (BM25 ranks)
+    with psycopg.connect(pg_url) as conn:
+        columns = conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = %s", (table,)
+        ).fetchall()
+    assert {c for (c,) in columns} == {
+        "chunk_id",
+        "doc_id",
+        "content",
+        "content_hash",
+        "metadata",
+        "embedding",
+        "updated_at",
+        "seq",
+    }
     assert client.delete(f"/api/projects/mindsdb/knowledge_bases/{name}").status_code == 204
     assert _indexes(pg_url, table) == {}
     with psycopg.connect(pg_url) as conn:

@@ -182,7 +182,7 @@ def test_hybrid_beats_vector_only_on_exact_keyword(client: httpx.Client, unique:
         )
     ]
     insert(client, kb, rows=rows)
-    # all-MiniLM-L6-v2 puts "E400" nearer the E500 and E300 texts; the full-text side knows the token.
+    # all-MiniLM-L6-v2 puts "E400" nearer the E500 and E300 texts; the lexical side (BM25) knows the token.
     vector = [h["id"] for h in search(client, kb, query="E400", hybrid_search=False)]
     hybrid = [h["id"] for h in search(client, kb, query="E400")]
     assert hybrid[0] == 3

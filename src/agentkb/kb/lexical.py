@@ -4,9 +4,14 @@ PostgreSQL's `ts_rank` is a weak lexical ranker (BEIR SciFact nDCG@10 0.37 again
 same corpus), so each process keeps a BM25 index per knowledge base (bm25s: sparse matrices, English
 stop words, Snowball stemming), built from the chunk table — PostgreSQL stays the one store; the index is
 a cache. It is keyed by the KB's `updated_at`, which every insert and delete moves (in the writing
-transaction, whichever process writes): the search reads that version in its own statement, so an index
-of an older version is never used. A small KB is (re)indexed on the search that finds it stale; a large
-one in the background, PostgreSQL full text answering until that build is done.
+transaction, whichever process writes): the search reads that version in its own statement. A small KB
+is (re)indexed on the search that finds it stale. A large one is re-indexed in the background, and its
+searches meanwhile use the index of the version before (the chunks it names are read back as they are
+now, so a deleted chunk is never returned; chunks written since are found by the vector side only);
+before a large KB's first index is built, its hybrid searches rank by the vectors alone.
+
+There is no full-text column in PostgreSQL: keeping `to_tsvector` up to date cost about two thirds of
+PostgreSQL's work per inserted chunk, for a ranker that only stood in while a large index was built.
 """
 
 from __future__ import annotations
@@ -83,8 +88,8 @@ class LexicalIndexes:
     async def get(
         self, kb_id: int, version: datetime, size: Callable[[], Awaitable[int]], load: Loader
     ) -> BM25Index | None:
-        """The index of `version`, built now when the KB is small; None while a large KB's index is built
-        in the background (PostgreSQL full text answers meanwhile, so what was just written is found)."""
+        """The index of `version`, built now when the KB is small; while a large KB's index of `version` is
+        built in the background, the index of the version before (None before its first index)."""
         cached = self._indexes.get(kb_id)
         if cached is not None and cached[0] == version:
             return cached[1]
@@ -96,7 +101,7 @@ class LexicalIndexes:
             task.add_done_callback(lambda t: self._done(kb_id, t))
             building = (version, task)
         if chunks > SYNC_BUILD_MAX_CHUNKS:
-            return None
+            return cached[1] if cached is not None else None
         await asyncio.shield(building[1])
         fresh = self._indexes.get(kb_id)
         return fresh[1] if fresh is not None and fresh[0] == version else None

@@ -1,4 +1,4 @@
-"""Hybrid search: vector top-k and full-text top-k fused by weighted reciprocal rank fusion (RRF)."""
+"""Hybrid search: vector top-k and BM25's top-k fused by weighted reciprocal rank fusion (RRF)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ class SearchOptions:
     offset: int = 0
     relevance_threshold: float | None = None
     hybrid: bool = True
-    alpha: float = DEFAULT_ALPHA  # weight of the vector ranking; 1 - alpha for full text
+    alpha: float = DEFAULT_ALPHA  # weight of the vector ranking; 1 - alpha for BM25's
     fusion_k: int = DEFAULT_FUSION_K
     rerank: bool = True  # use the KB's reranking_model, if it has one
 
@@ -114,7 +114,8 @@ async def search(
 ) -> tuple[datetime | None, list[Hit]]:
     """Content search (needs `query_vector`) or, with no `query`, a filtered listing of chunks; in one
     statement, with the KB's version (`updated_at`, None when it is gone). A hybrid search ranks its
-    lexical side by `lexical_ids` (BM25's), or, when None, by PostgreSQL full text."""
+    lexical side by `lexical_ids` (BM25's); with None (no index yet: a large KB's first one is building)
+    it is ranked by the vectors alone."""
     where, params = compile_filters(options.filters)
     if options.query is None or query_vector is None:
         limit = min(options.limit if options.limit is not None else MAX_LISTING_LIMIT, MAX_LISTING_LIMIT)
@@ -137,13 +138,13 @@ async def search(
             query=query_vector,
             vector_k=k,
             ids=lexical_ids if hybrid else None,
-            text=options.query if hybrid and lexical_ids is None else None,
-            text_k=k,
             ef_search=ef_search,
         ),
     )
-    text_rows = (got.ids if lexical_ids is not None else got.text)[:k] if hybrid else []
-    fused = fuse([(alpha, got.vector), (1.0 - alpha, text_rows)], options.fusion_k)
+    if hybrid and lexical_ids is not None:
+        fused = fuse([(alpha, got.vector), (1.0 - alpha, got.ids[:k])], options.fusion_k)
+    else:  # vector search, or hybrid before a large KB's first BM25 index is built
+        fused = fuse([(1.0, got.vector)], options.fusion_k)
     hits = [_hit(row) for row, _ in fused]
     if options.relevance_threshold is not None:
         hits = [h for h in hits if h.relevance is not None and h.relevance >= options.relevance_threshold]

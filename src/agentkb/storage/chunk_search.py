@@ -1,5 +1,5 @@
 """Retrieval SQL over one chunk table: vector top-k (HNSW over the indexed rows, exact over the unindexed
-delta: see storage.vector_index), given ids, full-text top-k, a filtered listing, and the KB's version stamp,
+delta: see storage.vector_index), given ids (BM25's candidates), a filtered listing, and the KB's version stamp,
 all in one statement (one round trip; the delta's watermark is read through a short per-process cache)."""
 
 from __future__ import annotations
@@ -28,13 +28,12 @@ class Row:
     content: str
     metadata: dict[str, Any]
     distance: float | None
-    rank: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Retrieval:
     """What one search asks of a chunk table, answered in one statement: the vector top-k, the given
-    chunk ids (BM25's candidates), the full-text top-k, or a filtered listing; and always the KB's version
+    chunk ids (BM25's candidates), or a filtered listing; and always the KB's version
     (`knowledge_bases.updated_at`, None when the KB is gone), read in the same snapshot."""
 
     kb_id: int
@@ -45,8 +44,6 @@ class Retrieval:
     query: np.ndarray | None = None
     vector_k: int = 0
     ids: list[str] | None = None
-    text: str | None = None
-    text_k: int = 0
     listing: tuple[int, int] | None = None  # (limit, offset)
     watermark: int = 0  # the HNSW index holds the rows with seq <= watermark; the rest is scanned exactly
     ef_search: int | None = None  # the HNSW candidate list (None: the pool's session default); >= vector_k
@@ -57,7 +54,6 @@ class Retrieved:
     version: datetime | None
     vector: list[Row] = field(default_factory=list)
     ids: list[Row] = field(default_factory=list)
-    text: list[Row] = field(default_factory=list)
     listing: list[Row] = field(default_factory=list)
 
 
@@ -90,14 +86,6 @@ def _statement(r: Retrieval) -> str:
         parts.append(
             f"SELECT 'ids', {_COLUMNS}, ({distance})::float8, NULL::float8, 0::bigint, NULL::timestamptz "
             f"FROM {t} WHERE chunk_id = ANY(:ids) AND {where}"
-        )
-    if r.query is not None and r.text is not None and r.text_k:
-        # chunks matching ANY of the query's terms (English stemming, stop words dropped), by ts_rank_cd
-        parts.append(
-            f"SELECT * FROM (SELECT 'text', {_COLUMNS}, ({distance})::float8, ts_rank_cd(tsv, q.q)::float8 "
-            "AS rank, row_number() OVER (ORDER BY ts_rank_cd(tsv, q.q) DESC, chunk_id), NULL::timestamptz "
-            f"FROM {t}, (SELECT CAST(replace(CAST(plainto_tsquery('english', :qtext) AS text), '&', '|') "
-            f"AS tsquery) AS q) q WHERE tsv @@ q.q AND {where} ORDER BY rank DESC, chunk_id LIMIT :tk) x"
         )
     if r.listing is not None:
         parts.append(
@@ -138,15 +126,13 @@ async def _fetch(conn: AsyncConnection, statement: str, params: dict[str, Any]) 
 
 async def retrieve(conn: AsyncConnection, r: Retrieval) -> Retrieved:
     """One round trip. The vector rows by distance (an iterative HNSW scan may return them slightly out of
-    order), the id rows in `ids`' order, the text and listing rows in their SQL order."""
+    order), the id rows in `ids`' order, the listing rows in their SQL order."""
     params: dict[str, Any] = {**r.params, "kb_id": r.kb_id}
     if r.query is not None:
         params["qvec"] = r.query
         params["vk"] = r.vector_k
     if r.ids:
         params["ids"] = r.ids
-    if r.text is not None and r.text_k:
-        params["qtext"], params["tk"] = r.text, r.text_k
     if r.listing is not None:
         params["limit"], params["offset"] = r.listing
     if r.query is not None and r.vector_k:
@@ -166,8 +152,8 @@ async def retrieve(conn: AsyncConnection, r: Retrieval) -> Retrieved:
                 text("SELECT set_config('hnsw.ef_search', :ef, false)"), {"ef": str(session_ef)}
             )
     out = Retrieved(None)
-    ordered: dict[str, list[tuple[int, Row]]] = {"text": [], "listing": []}
-    for side, chunk_id, doc_id, content, metadata, distance, rank, ord_, version in rows:
+    ordered: dict[str, list[tuple[int, Row]]] = {"listing": []}
+    for side, chunk_id, doc_id, content, metadata, distance, _, ord_, version in rows:
         if side == "kb":
             out.version = version
             continue
@@ -177,7 +163,6 @@ async def retrieve(conn: AsyncConnection, r: Retrieval) -> Retrieved:
             content,
             metadata,
             None if distance is None else float(distance),
-            None if rank is None else float(rank),
         )
         if side == "vector":
             out.vector.append(row)
@@ -189,7 +174,6 @@ async def retrieve(conn: AsyncConnection, r: Retrieval) -> Retrieved:
     if r.ids:
         found = {row.chunk_id: row for row in out.ids}
         out.ids = [found[c] for c in r.ids if c in found]
-    out.text = [row for _, row in sorted(ordered["text"], key=lambda p: p[0])]
     out.listing = [row for _, row in sorted(ordered["listing"], key=lambda p: p[0])]
     return out
 

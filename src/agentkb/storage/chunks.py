@@ -1,6 +1,7 @@
-"""A knowledge base's chunk table: DDL (vectors: pgvector HNSW, cosine, see `vector_index`; full text:
-tsvector, GIN) and the write side. New chunks are written with binary `COPY` (pgvector's binary format);
-chunks that replace stored ones are upserted. Either lands above the HNSW index's watermark (`seq`)."""
+"""A knowledge base's chunk table: DDL (vectors: pgvector HNSW, cosine, see `vector_index`; no full-text
+column: the lexical side of hybrid search is BM25 in each process, `kb.lexical`) and the write side. New
+chunks are written with binary `COPY` (pgvector's binary format); chunks that replace stored ones are
+upserted. Either lands above the HNSW index's watermark (`seq`)."""
 
 from __future__ import annotations
 
@@ -38,7 +39,6 @@ async def create_chunk_table(conn: AsyncConnection, table: str, dim: int) -> Non
             content_hash text NOT NULL,
             metadata jsonb NOT NULL DEFAULT '{{}}'::jsonb,
             embedding vector({dim}) NOT NULL,
-            tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', content)) STORED,
             updated_at timestamptz NOT NULL DEFAULT now(),
             seq bigserial NOT NULL
         )""",
@@ -48,7 +48,6 @@ async def create_chunk_table(conn: AsyncConnection, table: str, dim: int) -> Non
         f"ALTER TABLE {table} ALTER COLUMN embedding SET STORAGE MAIN",
         vector_index.hnsw_sql(table, dim, 0),
         f"CREATE INDEX {table}_seq ON {table} (seq)",
-        f"CREATE INDEX {table}_tsv ON {table} USING gin (tsv)",
         f"CREATE INDEX {table}_doc ON {table} (doc_id)",
         f"CREATE INDEX {table}_hash ON {table} (content_hash)",
         f"CREATE INDEX {table}_meta ON {table} USING gin (metadata jsonb_path_ops)",
