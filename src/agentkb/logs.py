@@ -88,3 +88,6 @@ def configure(level: str, fmt: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # httpx logs every request it sends (embeddings, LLM calls) at INFO: only at DEBUG here, where the
+    # access log's one line per request of ours is the INFO record
+    logging.getLogger("httpx").setLevel(logging.DEBUG if level.upper() == "DEBUG" else logging.WARNING)

@@ -3,6 +3,10 @@
 Vectors are asked for as `encoding_format: "base64"` (little-endian float32, decoded with NumPy: several
 times cheaper than parsing JSON floats); a server that answers with float lists anyway is read as well, and
 one that refuses the field (a 4xx naming it) is asked again without it, for as long as this embedder lives.
+
+Requests go through aiohttp (one session shared by the API embedders, `HTTPSession`): per request it costs
+about a quarter of httpx's CPU (0.34–0.41 ms against 1.28–1.42 ms measured against the benchmarks' stub),
+and a query's embedding request is on every search's critical path.
 """
 
 from __future__ import annotations
@@ -12,9 +16,11 @@ import base64
 import binascii
 import logging
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Self
 
-import httpx
+import aiohttp
 import numpy as np
 import orjson
 
@@ -32,15 +38,51 @@ MAX_ATTEMPTS = 5
 BACKOFF = 0.5
 MAX_DELAY = 10.0
 PROBE_TEXT = "dimension probe"
-_RETRYABLE_ERRORS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
+_RETRYABLE_ERRORS = (TimeoutError, aiohttp.ClientConnectionError, aiohttp.ClientPayloadError)
+MAX_CONNECTIONS = 32
 
 
-def provider_message(response: httpx.Response) -> str:
+class HTTPSession:
+    """One aiohttp session for the API embedders, opened on first use (inside the event loop, as aiohttp
+    asks) with up to `limit` connections; proxies from the environment as httpx would take them."""
+
+    def __init__(self, limit: int = MAX_CONNECTIONS) -> None:
+        self.limit = limit
+        self._session: aiohttp.ClientSession | None = None
+
+    def get(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self.limit), trust_env=True
+            )
+        return self._session
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A provider's HTTP answer, read whole."""
+
+    status: int
+    reason: str
+    headers: Mapping[str, str]
+    content: bytes
+
+    @property
+    def is_success(self) -> bool:
+        return 200 <= self.status < 300
+
+
+def provider_message(response: Answer) -> str:
     """The provider's error message: OpenAI's `{"error": {"message"}}`, `{"error": "..."}`,
     FastAPI's `{"detail"}`, `{"message"}`, else the start of the body."""
     try:
-        body = response.json()
-    except ValueError:
+        body = orjson.loads(response.content)
+    except orjson.JSONDecodeError:
         body = None
     if isinstance(body, dict):
         error = body.get("error")
@@ -49,11 +91,11 @@ def provider_message(response: httpx.Response) -> str:
         for value in (error, body.get("detail"), body.get("message")):
             if isinstance(value, str) and value:
                 return value
-    text = " ".join(response.text.split())
-    return text[:500] or response.reason_phrase
+    text = " ".join(response.content.decode("utf-8", "replace").split())
+    return text[:500] or response.reason
 
 
-def retry_after(response: httpx.Response) -> float | None:
+def retry_after(response: Answer) -> float | None:
     """The Retry-After header in seconds, when it is a number."""
     try:
         value = float(response.headers.get("retry-after", ""))
@@ -78,7 +120,7 @@ class OpenAIEmbedder(Embedder):
         max_attempts: int = MAX_ATTEMPTS,
         backoff: float = BACKOFF,
         max_delay: float = MAX_DELAY,
-        client: httpx.AsyncClient | None = None,
+        client: HTTPSession | None = None,
     ) -> None:
         super().__init__(model_name)
         if batch_size <= 0 or concurrency <= 0 or max_attempts <= 0:
@@ -93,7 +135,7 @@ class OpenAIEmbedder(Embedder):
         self.backoff = backoff
         self.max_delay = max_delay
         self._owns_client = client is None
-        self._client = client if client is not None else httpx.AsyncClient()
+        self._client = client if client is not None else HTTPSession(concurrency)
         self._semaphore = asyncio.Semaphore(concurrency)
         self._probe_lock = asyncio.Lock()
         self._dim: int | None = dimensions
@@ -173,24 +215,22 @@ class OpenAIEmbedder(Embedder):
                 payload.pop("encoding_format", None)
             delay = min(self.backoff * 2 ** (attempt - 1), self.max_delay)
             try:
-                response = await self._client.post(
-                    self.url, content=orjson.dumps(payload), headers=self._headers(), timeout=self.timeout
-                )
+                response = await self._send(payload)
             except _RETRYABLE_ERRORS as exc:
                 failure = f"{type(exc).__name__}: {exc}".rstrip(": ")
-            except httpx.HTTPError as exc:
+            except aiohttp.ClientError as exc:
                 raise self._error(f"{type(exc).__name__}: {exc}") from exc
             else:
                 if response.is_success:
                     try:
                         return orjson.loads(response.content)
                     except orjson.JSONDecodeError as exc:
-                        raise self._error(f"HTTP {response.status_code}: response is not JSON") from exc
-                failure = f"HTTP {response.status_code}: {provider_message(response)}"
+                        raise self._error(f"HTTP {response.status}: response is not JSON") from exc
+                failure = f"HTTP {response.status}: {provider_message(response)}"
                 if self._refuses_base64(response):
                     self._base64 = False
                     continue
-                if response.status_code != 429 and response.status_code < 500:
+                if response.status != 429 and response.status < 500:
                     raise self._error(failure)
                 hinted = retry_after(response)
                 if hinted is not None:
@@ -200,12 +240,18 @@ class OpenAIEmbedder(Embedder):
                 await asyncio.sleep(delay)
         raise self._error(f"{failure} (after {self.max_attempts} attempts)")
 
-    def _refuses_base64(self, response: httpx.Response) -> bool:
+    async def _send(self, payload: dict[str, Any]) -> Answer:
+        timeout = aiohttp.ClientTimeout(total=self.timeout)
+        async with self._client.get().post(
+            self.url, data=orjson.dumps(payload), headers=self._headers(), timeout=timeout
+        ) as response:
+            content = await response.read()
+            return Answer(response.status, response.reason or "", response.headers, content)
+
+    def _refuses_base64(self, response: Answer) -> bool:
         """A 4xx naming `encoding_format` while it was sent: the server speaks only float lists."""
         return (
-            self._base64
-            and response.status_code in (400, 422)
-            and "encoding_format" in provider_message(response)
+            self._base64 and response.status in (400, 422) and "encoding_format" in provider_message(response)
         )
 
     def _error(self, failure: str) -> UpstreamError:

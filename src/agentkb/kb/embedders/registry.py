@@ -5,12 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import httpx
-
 from agentkb.kb.embedders import config as embedding_config
 from agentkb.kb.embedders.base import QUERY_CACHE_SIZE, Embedder
 from agentkb.kb.embedders.local import LocalEmbedder
-from agentkb.kb.embedders.openai import OpenAIEmbedder
+from agentkb.kb.embedders.openai import HTTPSession, OpenAIEmbedder
 
 EMBEDDER_KINDS: dict[str, type[Embedder]] = {
     embedding_config.LOCAL: LocalEmbedder,
@@ -41,7 +39,7 @@ class EmbedderRegistry:
     def __init__(
         self,
         kinds: Mapping[str, type[Embedder]] | None = None,
-        http_client: httpx.AsyncClient | None = None,
+        http_client: HTTPSession | None = None,
         *,
         query_cache_size: int = QUERY_CACHE_SIZE,
     ) -> None:
@@ -52,10 +50,10 @@ class EmbedderRegistry:
         self._http_client = http_client
 
     @property
-    def http_client(self) -> httpx.AsyncClient:
-        """The shared client (created on first use)."""
+    def http_client(self) -> HTTPSession:
+        """The shared client (its session opens on first use)."""
         if self._http_client is None:
-            self._http_client = httpx.AsyncClient(limits=httpx.Limits(max_connections=32))
+            self._http_client = HTTPSession()
         return self._http_client
 
     @property
