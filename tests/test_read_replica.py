@@ -4,8 +4,10 @@ the primary. The "replica" is a role of the test PostgreSQL that can only read (
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import psycopg
@@ -15,6 +17,35 @@ from tests.conftest import ServedApp
 from tests.openai_stub import OpenAIStub
 
 P = "/api/projects/mindsdb"
+
+
+def _statuses_on_one_connection(base_url: str, path: str, body: bytes, times: int) -> list[int]:
+    """POST `body` to `path` `times` times over one keep-alive connection; the status of each answer
+    (the list stops short when the server closed the connection instead of answering)."""
+    url = urlsplit(base_url)
+    statuses: list[int] = []
+    with socket.create_connection((url.hostname, url.port), timeout=60) as sock:
+        stream = sock.makefile("rb")
+        for _ in range(times):
+            head = (
+                f"POST {path} HTTP/1.1\r\nHost: {url.netloc}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n"
+            )
+            try:
+                sock.sendall(head.encode() + body)
+                status_line = stream.readline()
+            except ConnectionError:
+                break
+            if not status_line:
+                break
+            length = 0
+            while (line := stream.readline()) not in (b"\r\n", b""):
+                name, _, value = line.decode().partition(":")
+                if name.strip().lower() == "content-length":
+                    length = int(value)
+            stream.read(length)
+            statuses.append(int(status_line.split()[1]))
+    return statuses
 
 
 def _sql(url: str, *statements: str) -> list[tuple[object, ...]]:
@@ -93,6 +124,10 @@ def test_searches_read_from_the_replica(pg_url: str, reader_url: str, tmp_path: 
         _sql(pg_url, f"REVOKE SELECT ON {table} FROM {role}")
         refused = client.post(f"{P}/knowledge_bases/{kb}/search", json={"query": "otters"})
         assert refused.status_code == 500
+        # an unexpected error is answered without closing the client's connection: its next request on
+        # that connection is answered too (the server used to close it, resetting a request sent meanwhile)
+        body = b'{"query": "otters"}'
+        assert _statuses_on_one_connection(app.url, f"{P}/knowledge_bases/{kb}/search", body, 2) == [500, 500]
         _sql(pg_url, f"GRANT SELECT ON {table} TO {role}")
         assert client.post(f"{P}/knowledge_bases/{kb}/search", json={"query": "otters"}).status_code == 200
 

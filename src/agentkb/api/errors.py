@@ -9,7 +9,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 
-from agentkb.api.responses import Problem, component_schemas
+from agentkb.api.responses import Problem, component_schemas, unexpected
 from agentkb.errors import AgentKBError
 
 log = logging.getLogger("agentkb.api")
@@ -94,9 +94,4 @@ def install(app: FastAPI) -> None:
     async def _unexpected(request: Request, exc: Exception) -> Problem:
         request_id = getattr(request.state, "request_id", "-")
         log.exception("unhandled error in request %s", request_id)
-        return Problem(
-            500,
-            type(exc).__name__,
-            f"Internal error; quote request id {request_id} when reporting it",
-            request_id=request_id,
-        )
+        return unexpected(request_id, exc)

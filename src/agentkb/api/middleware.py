@@ -8,9 +8,10 @@ import uuid
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from agentkb.api.responses import Problem
+from agentkb.api.responses import Problem, unexpected
 
 log = logging.getLogger("agentkb.access")
+errors = logging.getLogger("agentkb.api")
 FORM_OVERHEAD = 64 * 1024
 
 
@@ -82,9 +83,14 @@ class RequestContext:
 
             try:
                 await self.app(scope, counting_receive, send_with_id)
-            except Exception:
-                if not too_large:
+            except Exception as exc:
+                if too_large:
+                    pass
+                elif response_started:  # the answer is cut short: the server closes the connection
                     raise
+                else:  # answered here, not re-raised: the client's connection stays open for its next request
+                    errors.exception("unhandled error in request %s", request_id)
+                    await unexpected(request_id, exc)(scope, receive, send_with_id)
             if too_large and not response_started:
                 too_large = False  # let the 413 through
                 await self._too_large(scope, receive, send_with_id, limit)

@@ -32,6 +32,16 @@ class Problem(JSONResponse):
         return orjson.dumps(content)
 
 
+def unexpected(request_id: str, exc: BaseException) -> Problem:
+    """The 500 answer to an error no handler expected (logged by the caller, with the request id)."""
+    return Problem(
+        500,
+        type(exc).__name__,
+        f"Internal error; quote request id {request_id} when reporting it",
+        request_id=request_id,
+    )
+
+
 # --- OpenAPI declarations -----------------------------------------------------------------------------
 
 _COMPONENTS: dict[str, Any] = {}
