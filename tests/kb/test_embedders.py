@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import time
 from collections.abc import AsyncIterator, Iterator
 
@@ -173,6 +174,20 @@ async def test_openai_unreachable_server_is_upstream_error(stub: OpenAIStub) -> 
         await embedder.embed_query("hello")
     assert time.monotonic() - started < 5
     await embedder.aclose()
+
+
+async def test_openai_credentials_in_the_url_are_basic_auth(api: OpenAIStub) -> None:
+    """`http://user:password@host/v1`: sent as Basic authentication (as httpx and the OpenAI SDK send it),
+    which stands for the API key; the URL the server sees carries no credentials."""
+    base = api.url.replace("http://", "http://app:s3cret@")
+    embedder = OpenAIEmbedder("stub-embed", api_key="sk-test", base_url=base, backoff=0.001)
+    try:
+        await embedder.embed_query("hello")
+    finally:
+        await embedder.aclose()
+    (request,) = api.requests
+    assert request.headers["authorization"] == "Basic " + base64.b64encode(b"app:s3cret").decode()
+    assert request.path.endswith("/embeddings")
 
 
 async def test_openai_malformed_response_is_upstream_error(

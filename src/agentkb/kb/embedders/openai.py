@@ -23,6 +23,7 @@ from typing import Any, Self
 import aiohttp
 import numpy as np
 import orjson
+import yarl
 
 from agentkb.credentials import openai_env_key
 from agentkb.errors import BadRequest, UpstreamError
@@ -128,6 +129,13 @@ class OpenAIEmbedder(Embedder):
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key if api_key is not None else openai_env_key(self.base_url)
         self.url = f"{self.base_url}/embeddings"
+        # credentials in the URL (`http://user:password@host/v1`) are sent as Basic authentication, which
+        # then stands for the API key (as httpx and the OpenAI SDK do); aiohttp takes them as a header
+        url = yarl.URL(self.url)
+        self._target = url.with_user(None) if url.user is not None else url
+        self._basic = (
+            aiohttp.BasicAuth(url.user, url.password or "").encode() if url.user is not None else None
+        )
         self.dimensions = dimensions
         self.batch_size = batch_size
         self.timeout = timeout
@@ -199,7 +207,9 @@ class OpenAIEmbedder(Embedder):
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}
-        if self.api_key:
+        if self._basic is not None:
+            headers["Authorization"] = self._basic
+        elif self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         return headers
 
@@ -218,7 +228,7 @@ class OpenAIEmbedder(Embedder):
                 response = await self._send(payload)
             except _RETRYABLE_ERRORS as exc:
                 failure = f"{type(exc).__name__}: {exc}".rstrip(": ")
-            except aiohttp.ClientError as exc:
+            except (aiohttp.ClientError, ValueError) as exc:  # ValueError: a request aiohttp cannot build
                 raise self._error(f"{type(exc).__name__}: {exc}") from exc
             else:
                 if response.is_success:
@@ -243,7 +253,7 @@ class OpenAIEmbedder(Embedder):
     async def _send(self, payload: dict[str, Any]) -> Answer:
         timeout = aiohttp.ClientTimeout(total=self.timeout)
         async with self._client.get().post(
-            self.url, data=orjson.dumps(payload), headers=self._headers(), timeout=timeout
+            self._target, data=orjson.dumps(payload), headers=self._headers(), timeout=timeout
         ) as response:
             content = await response.read()
             return Answer(response.status, response.reason or "", response.headers, content)
