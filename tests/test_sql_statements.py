@@ -5,24 +5,16 @@ SHOW TABLES FROM agentkb_pgvector, and MindsDB's name rules (ALTER DATABASE, UPD
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import psycopg
-import pytest
 
 from tests.helpers import TIMESTAMP, assert_problem
 from tests.openai_stub import OpenAIStub
 from tests.test_sql_api import ok, sql, table
 
 P = "/api/projects/mindsdb"
-
-
-@pytest.fixture(scope="module")
-def stub() -> Iterator[OpenAIStub]:
-    with OpenAIStub() as server:
-        yield server
 
 
 def error(client: httpx.Client, query: str) -> str:

@@ -17,12 +17,6 @@ from tests.openai_stub import OpenAIStub, Reply, text, tool_call
 P = "/api/projects/mindsdb"
 
 
-@pytest.fixture(scope="module")
-def stub() -> Iterator[OpenAIStub]:
-    with OpenAIStub() as server:
-        yield server
-
-
 def sql(client: httpx.Client, query: str) -> dict[str, Any]:
     r = client.post("/api/sql/query", json={"query": query, "context": {"db": "mindsdb"}})
     assert r.status_code == 200, r.text

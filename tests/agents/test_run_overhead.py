@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -16,12 +15,6 @@ import pytest
 from tests.openai_stub import OpenAIStub, text, tool_call
 
 P = "/api/projects/mindsdb"
-
-
-@pytest.fixture(scope="module")
-def stub() -> Iterator[OpenAIStub]:
-    with OpenAIStub() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")
