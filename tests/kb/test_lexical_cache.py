@@ -70,3 +70,33 @@ async def test_large_kb_serves_the_version_before_while_it_builds(monkeypatch: p
         await asyncio.sleep(0.01)
     assert fresh is not None and sorted(fresh.search("fuser", 5)) == ["a", "c"]
     assert corpus.loads == 2
+
+
+async def test_two_versions_built_side_by_side_each_get_their_own() -> None:
+    """A search with a process's stale row of the KB and one with a fresh row build side by side; the
+    older build finishing last neither hides the newer index from its search nor replaces it."""
+    old_gate, new_gate = asyncio.Event(), asyncio.Event()
+    texts = {"a": "the fuser unit overheated", "b": "paper jammed at the rear roller"}
+
+    def loader(gate: asyncio.Event, extra: dict[str, str]) -> lexical.Loader:
+        async def load() -> tuple[list[str], list[str]]:
+            await gate.wait()
+            rows = {**texts, **extra}
+            return sorted(rows), [rows[i] for i in sorted(rows)]
+
+        return load
+
+    async def size() -> int:
+        return 2
+
+    cache = LexicalIndexes()
+    old = asyncio.create_task(cache.get(1, V1, size, loader(old_gate, {})))
+    new = asyncio.create_task(cache.get(1, V2, size, loader(new_gate, {"c": "the fuser was replaced"})))
+    await asyncio.sleep(0.01)
+    new_gate.set()
+    newer = await new
+    old_gate.set()
+    older = await old
+    assert newer is not None and sorted(newer.search("fuser", 5)) == ["a", "c"]
+    assert older is not None and older.search("fuser", 5) == ["a"]
+    assert await cache.get(1, V2, size, loader(old_gate, {})) is newer  # the newer one stays cached

@@ -82,7 +82,7 @@ class LexicalIndexes:
 
     def __init__(self) -> None:
         self._indexes: dict[int, tuple[datetime, BM25Index]] = {}
-        self._building: dict[int, tuple[datetime, asyncio.Task[None]]] = {}
+        self._building: dict[int, tuple[datetime, asyncio.Task[BM25Index | None]]] = {}
         self._lock = threading.Lock()
 
     async def get(
@@ -102,24 +102,27 @@ class LexicalIndexes:
             building = (version, task)
         if chunks > SYNC_BUILD_MAX_CHUNKS:
             return cached[1] if cached is not None else None
-        await asyncio.shield(building[1])
-        fresh = self._indexes.get(kb_id)
-        return fresh[1] if fresh is not None and fresh[0] == version else None
+        # this version's own build: searches of another version (a process's stale KB row and a fresh
+        # one, side by side) may finish theirs later and keep theirs as the cached one
+        return await asyncio.shield(building[1])
 
-    def _done(self, kb_id: int, task: asyncio.Task[None]) -> None:
+    def _done(self, kb_id: int, task: asyncio.Task[BM25Index | None]) -> None:
         current = self._building.get(kb_id)
         if current is not None and current[1] is task:
             del self._building[kb_id]
 
-    async def _build(self, kb_id: int, version: datetime, load: Loader) -> None:
+    async def _build(self, kb_id: int, version: datetime, load: Loader) -> BM25Index | None:
         try:
             chunk_ids, texts = await load()
             index = await asyncio.to_thread(BM25Index.build, chunk_ids, texts)
         except Exception:  # the vector side still answers; the next search tries again
             log.exception("BM25 index of knowledge base %s failed to build", kb_id)
-            return
-        with self._lock:
-            self._indexes[kb_id] = (version, index)
+            return None
+        with self._lock:  # the newest version is the one kept
+            kept = self._indexes.get(kb_id)
+            if kept is None or kept[0] <= version:
+                self._indexes[kb_id] = (version, index)
+        return index
 
     def forget(self, kb_id: int) -> None:
         self._indexes.pop(kb_id, None)
