@@ -10,7 +10,7 @@ searches meanwhile use the index of the version before (the chunks it names are 
 now, so a deleted chunk is never returned; chunks written since are found by the vector side only);
 before a large KB's first index is built, its hybrid searches rank by the vectors alone.
 
-There is no full-text column in PostgreSQL: keeping `to_tsvector` up to date cost about two thirds of
+There is no full-text column in PostgreSQL: keeping `to_tsvector` up to date was about four fifths of
 PostgreSQL's work per inserted chunk, for a ranker that only stood in while a large index was built.
 """
 

@@ -42,7 +42,7 @@ MAX_CACHED_KBS = 10_000  # KB rows kept per process (the cache starts over beyon
 
 def options_from_query(query: KBQuery) -> SearchOptions:
     """A SQL `SELECT … FROM <kb>`'s search, MindsDB's: `content = …` alone is a vector search (MindsDB's
-    `hybrid_search_alpha` defaults to 1); `hybrid_search = true` fuses in full text (alpha 0.5), as does
+    `hybrid_search_alpha` defaults to 1); `hybrid_search = true` fuses in BM25's ranking (alpha 0.5), as does
     `hybrid_search_alpha = a` (alpha a)."""
     options = SearchOptions(
         query=query.content,

@@ -69,7 +69,7 @@ def _statement(r: Retrieval) -> str:
     distance = f"{vector_expr(r.dim)} <=> {_query_vector(r.dim)}"
     parts = [
         "SELECT 'kb' AS side, NULL::text AS chunk_id, NULL::text AS doc_id, NULL::text AS content, "
-        "NULL::jsonb AS metadata, NULL::float8 AS distance, NULL::float8 AS rank, 0::bigint AS ord, "
+        "NULL::jsonb AS metadata, NULL::float8 AS distance, 0::bigint AS ord, "
         "(SELECT updated_at FROM knowledge_bases WHERE id = :kb_id) AS version"
     ]
     if r.query is not None and r.vector_k:
@@ -77,19 +77,19 @@ def _statement(r: Retrieval) -> str:
         # the best k of both
         rows, mark = f"SELECT {_COLUMNS}, ({distance})::float8 AS distance FROM {t}", int(r.watermark)
         parts.append(
-            "SELECT * FROM (SELECT 'vector', chunk_id, doc_id, content, metadata, distance, NULL::float8, "
-            f"0::bigint, NULL::timestamptz FROM (({rows} WHERE seq <= {mark} AND ({where}) "
+            "SELECT * FROM (SELECT 'vector', chunk_id, doc_id, content, metadata, distance, 0::bigint, "
+            f"NULL::timestamptz FROM (({rows} WHERE seq <= {mark} AND ({where}) "
             f"ORDER BY {distance} LIMIT :vk) UNION ALL (SELECT * FROM ({rows} WHERE seq > {mark} "
             f"AND ({where}) OFFSET 0) delta ORDER BY distance LIMIT :vk)) hits ORDER BY distance LIMIT :vk) v"
         )
     if r.query is not None and r.ids:
         parts.append(
-            f"SELECT 'ids', {_COLUMNS}, ({distance})::float8, NULL::float8, 0::bigint, NULL::timestamptz "
+            f"SELECT 'ids', {_COLUMNS}, ({distance})::float8, 0::bigint, NULL::timestamptz "
             f"FROM {t} WHERE chunk_id = ANY(:ids) AND {where}"
         )
     if r.listing is not None:
         parts.append(
-            f"SELECT * FROM (SELECT 'listing', {_COLUMNS}, NULL::float8, NULL::float8, "
+            f"SELECT * FROM (SELECT 'listing', {_COLUMNS}, NULL::float8, "
             f"row_number() OVER (ORDER BY doc_id, chunk_id), NULL::timestamptz FROM {t} WHERE {where} "
             "ORDER BY doc_id, chunk_id LIMIT :limit OFFSET :offset) l"
         )
@@ -153,7 +153,7 @@ async def retrieve(conn: AsyncConnection, r: Retrieval) -> Retrieved:
             )
     out = Retrieved(None)
     ordered: dict[str, list[tuple[int, Row]]] = {"listing": []}
-    for side, chunk_id, doc_id, content, metadata, distance, _, ord_, version in rows:
+    for side, chunk_id, doc_id, content, metadata, distance, ord_, version in rows:
         if side == "kb":
             out.version = version
             continue
