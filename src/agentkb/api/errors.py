@@ -92,6 +92,4 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> Problem:
-        request_id = getattr(request.state, "request_id", "-")
-        log.exception("unhandled error in request %s", request_id)
-        return unexpected(request_id, exc)
+        return unexpected(getattr(request.state, "request_id", "-"), exc)

@@ -11,7 +11,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from agentkb.api.responses import Problem, unexpected
 
 log = logging.getLogger("agentkb.access")
-errors = logging.getLogger("agentkb.api")
 FORM_OVERHEAD = 64 * 1024
 
 
@@ -89,7 +88,6 @@ class RequestContext:
                 elif response_started:  # the answer is cut short: the server closes the connection
                     raise
                 else:  # answered here, not re-raised: the client's connection stays open for its next request
-                    errors.exception("unhandled error in request %s", request_id)
                     await unexpected(request_id, exc)(scope, receive, send_with_id)
             if too_large and not response_started:
                 too_large = False  # let the 413 through

@@ -4,6 +4,7 @@ declarations of both (`problems`, `event_stream`, `EMPTY_STRING`) and of a multi
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import orjson
@@ -33,7 +34,8 @@ class Problem(JSONResponse):
 
 
 def unexpected(request_id: str, exc: BaseException) -> Problem:
-    """The 500 answer to an error no handler expected (logged by the caller, with the request id)."""
+    """The 500 answer to an error no handler expected; the error is logged with the request id."""
+    logging.getLogger("agentkb.api").error("unhandled error in request %s", request_id, exc_info=exc)
     return Problem(
         500,
         type(exc).__name__,
