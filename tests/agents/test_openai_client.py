@@ -104,10 +104,15 @@ def test_extra_body_still_wins_and_omitted_tools_stay_out(chat_stub: OpenAIStub)
     assert "tools" not in body and body["top_k"] == 3 and body["messages"] == MESSAGES
 
 
+def test_a_parameter_create_does_not_take_is_still_refused(chat_stub: OpenAIStub) -> None:
+    with pytest.raises(TypeError, match="no_such_parameter"):
+        asyncio.run(_ask(ChatClient, chat_stub, False, no_such_parameter=1))
+
+
 def test_the_sdk_transform_does_not_walk_messages_or_tools(
     chat_stub: OpenAIStub, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """What the client exists for: the SDK's transform sees no message or tool."""
+    """What the client exists for: the SDK's transform walks no message, tool or other body parameter."""
     seen: list[Any] = []
     real = _transform._async_transform_recursive
 
@@ -121,6 +126,7 @@ def test_the_sdk_transform_does_not_walk_messages_or_tools(
     assert seen, "the SDK still transforms the other parameters"
     walked = [d for d in seen if isinstance(d, dict) and ("role" in d or d.get("type") == "function")]
     assert walked == []
+    assert all(d == [] or not isinstance(d, list | float) for d in seen)  # no temperature, no messages
 
 
 def _without_ids(answer: Any) -> Any:
