@@ -90,4 +90,5 @@ def configure(level: str, fmt: str) -> None:
     root.setLevel(level.upper())
     # httpx logs every request it sends (embeddings, LLM calls) at INFO: only at DEBUG here, where the
     # access log's one line per request of ours is the INFO record
-    logging.getLogger("httpx").setLevel(logging.DEBUG if level.upper() == "DEBUG" else logging.WARNING)
+    for name in ("httpx", "httpx2"):  # httpx2: the OpenAI and Anthropic SDKs' client
+        logging.getLogger(name).setLevel(logging.DEBUG if level.upper() == "DEBUG" else logging.WARNING)

@@ -171,7 +171,7 @@ class AgentService:
         return replace(agent, model=self.box.reveal(agent.model, f"agent {agent.name} model", strict=False))
 
     async def list(self, project_name: str) -> list[AgentRow]:
-        async with self.db.connect() as conn:
+        async with self.db.read() as conn:
             project = await projects.resolve(conn, project_name)
             return [self._shown(a) for a in await repo.list_for_project(conn, project.id)]
 

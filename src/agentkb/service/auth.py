@@ -102,7 +102,7 @@ class AuthService:
         turns auth on within that time. Key *validity* is never cached: a revoke takes effect at once."""
         now = time.monotonic()
         if self._any_key is None or now - self._any_key[1] > KEYS_RECHECK_S:
-            async with self.db.connect() as conn:
+            async with self.db.read() as conn:
                 self._any_key = (await repo.any_key(conn), now)
         return self._any_key[0]
 
@@ -138,7 +138,7 @@ class AuthService:
             return Principal("key", found[0])
         if self.username is None or self._password is None:
             return None
-        async with self.db.connect() as conn:
+        async with self.db.read() as conn:
             session = await repo.get_session(conn, digest)
         if session is None:
             return None
@@ -193,7 +193,7 @@ class AuthService:
         return key
 
     async def list_keys(self) -> list[ApiKeyRow]:
-        async with self.db.connect() as conn:
+        async with self.db.read() as conn:
             return await repo.list_keys(conn)
 
     async def revoke_key(self, name: str) -> None:

@@ -168,7 +168,7 @@ class CompletionService:
         if row is not None and row["agent_id"] != agent.id:
             row = None
         if row is None:
-            async with self.db.connect() as conn:
+            async with self.db.read() as conn:
                 row = await traces.get(conn, agent.id, trace_id)
         if row is None:
             raise NotFound(f"Trace {trace_id} of agent {agent.name} does not exist", title="Trace not found")

@@ -93,7 +93,7 @@ class KnowledgeBaseService:
         self.box = box or SecretBox.from_environment()
 
     async def list(self, project_name: str) -> list[KnowledgeBaseRow]:
-        async with self.read_db.connect() as conn:
+        async with self.read_db.read() as conn:
             project = await projects.resolve(conn, project_name)
             return await repo.list_for_project(conn, project.id)
 
@@ -127,7 +127,7 @@ class KnowledgeBaseService:
             "content_columns": _columns(settings.get("content_columns"), "content_columns"),
             "id_column": _id_column(settings.get("id_column")),
         }
-        async with self.db.connect() as conn:  # fail fast (404) before any embedder is probed
+        async with self.db.read() as conn:  # fail fast (404) before any embedder is probed
             await projects.resolve(conn, project_name)
         dim = await self.dimension(embedding)
         params.update(
@@ -171,7 +171,7 @@ class KnowledgeBaseService:
 
     async def counts(self, kb: KnowledgeBaseRow) -> tuple[int, int]:
         """(documents, chunks) stored in the knowledge base."""
-        async with self.db.connect() as conn:
+        async with self.db.read() as conn:
             return await chunks.counts(conn, kb.storage_table)
 
     async def delete_documents(

@@ -39,7 +39,7 @@ async def named_in_project(
 ) -> T:
     """`lookup(conn, project_name, name)`: one query when both exist. When it finds nothing, a missing
     project is told (404) before a missing `name` (`not_found(name)`)."""
-    async with db.connect() as conn:
+    async with db.read() as conn:  # autocommit: no BEGIN / ROLLBACK round trips around the lookup
         found = await lookup(conn, project_name, name) if is_identifier(name) else None
         if found is None:
             await resolve(conn, project_name)  # 404 for the project first, if that is missing
@@ -59,11 +59,11 @@ class ProjectService:
             await repo.ensure(conn, self.default_project)
 
     async def list(self) -> list[Project]:
-        async with self.db.connect() as conn:
+        async with self.db.read() as conn:
             return await repo.list_all(conn)
 
     async def get(self, name: str) -> Project:
-        async with self.db.connect() as conn:
+        async with self.db.read() as conn:
             return await resolve(conn, name)
 
     async def create(self, name: object, *, keep_case: bool = False) -> Project:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import RowMapping, func, select
+from sqlalchemy import RowMapping, bindparam, func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -45,17 +45,21 @@ async def get(
     return _row(row) if row else None
 
 
+# built once: every agent run looks its agent up by name
+_IN_PROJECT = (
+    select(agents)
+    .join(projects, projects.c.id == agents.c.project_id)
+    .where(func.lower(projects.c.name) == bindparam("lower_project"), agents.c.name == bindparam("name"))
+    .order_by((projects.c.name == bindparam("project")).desc())
+    .limit(1)
+)
+
+
 async def get_in_project(conn: AsyncConnection, project_name: str, name: str) -> AgentRow | None:
     """One round trip: the agent `name` of the project named `project_name` (the project matched
     case-insensitively, its exact spelling first, as `projects.get`)."""
-    stmt = (
-        select(agents)
-        .join(projects, projects.c.id == agents.c.project_id)
-        .where(func.lower(projects.c.name) == project_name.lower(), agents.c.name == name)
-        .order_by((projects.c.name == project_name).desc())
-        .limit(1)
-    )
-    row = (await conn.execute(stmt)).mappings().first()
+    params = {"lower_project": project_name.lower(), "name": name, "project": project_name}
+    row = (await conn.execute(_IN_PROJECT, params)).mappings().first()
     return _row(row) if row else None
 
 

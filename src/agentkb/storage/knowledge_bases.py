@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import RowMapping, Select, func, select, text
+from sqlalchemy import RowMapping, Select, bindparam, func, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -57,16 +57,20 @@ async def get(
     return _row(row) if row else None
 
 
+# built once: agent runs and searches look KBs up by name
+_IN_PROJECT = (
+    _select()
+    .where(func.lower(projects.c.name) == bindparam("lower_project"), kbs.c.name == bindparam("name"))
+    .order_by((projects.c.name == bindparam("project")).desc())
+    .limit(1)
+)
+
+
 async def get_in_project(conn: AsyncConnection, project_name: str, name: str) -> KnowledgeBaseRow | None:
     """One round trip for the hot path: the KB `name` of the project named `project_name` (the project
     matched case-insensitively, its exact spelling first, as `projects.get`)."""
-    stmt = (
-        _select()
-        .where(func.lower(projects.c.name) == project_name.lower(), kbs.c.name == name)
-        .order_by((projects.c.name == project_name).desc())
-        .limit(1)
-    )
-    row = (await conn.execute(stmt)).mappings().first()
+    params = {"lower_project": project_name.lower(), "name": name, "project": project_name}
+    row = (await conn.execute(_IN_PROJECT, params)).mappings().first()
     return _row(row) if row else None
 
 

@@ -35,13 +35,21 @@ async def insert(conn: AsyncConnection, values: dict[str, Any]) -> None:
     await conn.execute(stmt.on_conflict_do_update(index_elements=["trace_id"], set_=update))
 
 
+def _upsert_all_columns() -> Any:
+    stmt = pg_insert(agent_traces)
+    update = {c.name: stmt.excluded[c.name] for c in agent_traces.c if c.name != "trace_id"}
+    return stmt.on_conflict_do_update(index_elements=["trace_id"], set_=update)
+
+
+_UPSERT = _upsert_all_columns()  # built once (and compiled once): every run stores a trace
+
+
 async def insert_many(conn: AsyncConnection, records: list[dict[str, Any]]) -> None:
-    """Store traces (each with every column) in one statement; a trace id stored before is replaced."""
+    """Store traces (each with every column) in one statement (SQLAlchemy sends the rows as one
+    multi-row INSERT); a trace id stored before is replaced."""
     if not records:
         return
-    stmt = pg_insert(agent_traces).values(records)
-    update = {k: stmt.excluded[k] for k in records[0] if k != "trace_id"}
-    await conn.execute(stmt.on_conflict_do_update(index_elements=["trace_id"], set_=update))
+    await conn.execute(_UPSERT, records)
 
 
 async def get(conn: AsyncConnection, agent_id: int, trace_id: str) -> dict[str, Any] | None:

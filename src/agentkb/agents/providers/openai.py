@@ -15,14 +15,24 @@ PLACEHOLDER_KEY = "api-key-not-set"
 
 @register("openai")
 def openai_model(context: ProviderContext) -> Model:
-    from pydantic_ai.models.openai import OpenAIChatModel  # imported on first use: the SDK is heavy
-    from pydantic_ai.providers.openai import OpenAIProvider
-
     key = context.api_key
     if key is None:  # another server, given without a key (`OPENAI_API_KEY` never goes to one)
         key = PLACEHOLDER_KEY if context.base_url else context.require_api_key("OPENAI_API_KEY")
-    provider = OpenAIProvider(base_url=context.base_url, api_key=key, http_client=context.http_client)
-    organization = context.model.get("organization")
-    if organization:  # sent as the OpenAI-Organization header
-        provider.client.organization = str(organization)
-    return OpenAIChatModel(context.model_name, provider=provider)
+    organization = context.model.get("organization")  # sent as the OpenAI-Organization header
+    return chat_model(context, context.base_url, key, str(organization) if organization else None)
+
+
+def chat_model(
+    context: ProviderContext, base_url: str | None, key: str, organization: str | None = None
+) -> Model:
+    """pydantic-ai's Chat Completions model over `ChatClient` (the SDK's client, its parameters sent as
+    given: see `openai_client`) on the shared HTTP client."""
+    from pydantic_ai.models.openai import OpenAIChatModel  # imported on first use: the SDK is heavy
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    from agentkb.agents.providers.openai_client import ChatClient
+
+    client = ChatClient(base_url=base_url, api_key=key, http_client=context.http_client)
+    if organization:
+        client.organization = organization
+    return OpenAIChatModel(context.model_name, provider=OpenAIProvider(openai_client=client))
