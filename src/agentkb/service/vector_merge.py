@@ -32,7 +32,7 @@ LOCK_CLASS = 7_340_033  # advisory lock namespace of merges (key 2: hashtext of 
 # 500 characters, 384-d: 2.5 ms execution; the same rows under HNSW: ~0.3 ms), and building their HNSW index
 # costs once about 0.3 ms per row (2,000 rows: 0.6 s): a delta of this many rows is merged.
 DELTA_ROWS = 1024
-SETTLE_S = 1.0
+SETTLE_S = 0.5
 REBUILD_FRACTION = 0.2
 BATCH = 500
 SWAP_ATTEMPTS = 10
