@@ -72,10 +72,19 @@ async def test_pool_default_and_per_statement_breadth(served: Any, pg_url: str, 
         by_default = {ef: recall(await top(db), exact) for ef, db in ((10, narrow), (1000, wide_default))}
         assert by_default[1000] >= 0.9, by_default  # a graph this poor may strand a few neighbours
         assert by_default[10] < by_default[1000] - 0.1, by_default  # the narrow list misses neighbours
-        # a statement's own breadth, either way, and the session's default restored after it
+        # a statement's own breadth, either way; on an autocommit connection it stays set (no SET round
+        # trips for the next search of that breadth), and a search at the default sets the default again
         assert recall(await top(narrow, ef_search=1000), exact) >= 0.9
         assert recall(await top(wide_default, ef_search=10), exact) < by_default[1000] - 0.1
+        assert (await session_ef(narrow), await session_ef(wide_default)) == ("1000", "10")
+        assert recall(await top(narrow), exact) == by_default[10]
+        assert recall(await top(wide_default), exact) == by_default[1000]
         assert (await session_ef(narrow), await session_ef(wide_default)) == ("10", "1000")
+        # inside a transaction (which a rollback would undo) the session's value is set back at once
+        async with narrow.transaction() as conn:
+            r = chunk_search.Retrieval(0, table, DIM, query=queries[0], vector_k=10, ef_search=1000)
+            await chunk_search.retrieve(conn, r)
+            assert (await conn.execute(text("SHOW hnsw.ef_search"))).scalar_one() == "10"
     finally:
         async with narrow.transaction() as conn:
             await chunks.drop_chunk_table(conn, table)

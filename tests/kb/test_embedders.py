@@ -5,7 +5,11 @@ from __future__ import annotations
 import base64
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
+import aiohttp
+import aiohttp.client
+import aiohttp.helpers
 import numpy as np
 import pytest
 
@@ -294,3 +298,60 @@ async def test_openai_query_cache_of_size_zero_keeps_nothing(api: OpenAIStub) ->
         assert len(api.requests) == 2 and embedder.stats.query_cache_hits == 0
     finally:
         await registry.aclose()
+
+
+# --- proxies and netrc from the environment, read once per server -------------------------------------
+
+_PROXY_VARS = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
+
+
+@pytest.fixture()
+def proxy_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> pytest.MonkeyPatch:
+    for name in (*_PROXY_VARS, "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    return monkeypatch
+
+
+async def test_openai_goes_through_the_environments_proxy_read_once(
+    api: OpenAIStub, proxy_env: pytest.MonkeyPatch
+) -> None:
+    """`HTTP_PROXY` is honoured (the proxy gets the request for the named server), and the environment is
+    read once per server: not again for each request (aiohttp's `trust_env` did, in a thread, each time)."""
+    proxy_env.setenv("HTTP_PROXY", api.url.removesuffix("/v1"))
+    lookups: list[str] = []
+    real = aiohttp.helpers.get_env_proxy_for_url
+
+    def counted(url: Any) -> Any:
+        lookups.append(str(url))
+        return real(url)
+
+    proxy_env.setattr(aiohttp.helpers, "get_env_proxy_for_url", counted)
+    proxy_env.setattr(aiohttp.client, "get_env_proxy_for_url", counted, raising=False)
+    # a host that does not resolve: only a proxy can answer for it
+    embedder = OpenAIEmbedder("stub-embed", api_key="sk-test", base_url="http://embeddings.invalid:8080/v1")
+    try:
+        for text in ("one", "two", "three"):
+            await embedder.embed_query(text)
+    finally:
+        await embedder.aclose()
+    assert len(api.requests) == 3 and all(r.path.endswith("/v1/embeddings") for r in api.requests)
+    assert len(lookups) == 1
+
+
+async def test_openai_no_proxy_exempts_the_server_and_netrc_credentials_apply(
+    api: OpenAIStub, proxy_env: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    proxy_env.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # nothing listens there
+    proxy_env.setenv("NO_PROXY", "127.0.0.1,localhost")
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine 127.0.0.1 login robot password n3trc\n")
+    netrc.chmod(0o600)
+    proxy_env.setenv("NETRC", str(netrc))
+    embedder = OpenAIEmbedder("stub-embed", base_url=api.url, backoff=0.001)  # no key: netrc's login
+    try:
+        await embedder.embed_query("hello")
+    finally:
+        await embedder.aclose()
+    (request,) = api.requests
+    assert request.headers["authorization"] == "Basic " + base64.b64encode(b"robot:n3trc").decode()

@@ -5,7 +5,9 @@ Real PostgreSQL + pgvector; the embedding server is the OpenAI-compatible stub."
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from typing import Any
 
 import httpx
@@ -107,6 +109,32 @@ async def test_delta_is_searched_exactly_and_merges_keep_results(
         mark, indexes, delta = await state(db, table)
         assert (indexes, delta) == ([f"{table}_hnsw"], 0) and mark > 300
     finally:
+        async with db.transaction() as conn:
+            await chunks.drop_chunk_table(conn, table)
+        await db.close()
+
+
+async def test_a_merge_waits_until_inserts_settle(served: Any, pg_url: str, unique: str) -> None:
+    """Inserts one after another (a bulk load) are merged once, after the last: each request for a merge
+    pushes it back by `settle_s`."""
+    db = Database(pg_url, pool_size=2)
+    table = f"kb_chunks_settle_{unique}"
+    rng = np.random.default_rng(3)
+    merger = VectorIndexMerger(db, min_rows=100, settle_s=2.0)
+    try:
+        async with db.transaction() as conn:
+            await chunks.create_chunk_table(conn, table, DIM)
+            await chunks.copy_new_chunks(conn, table, rows(unit(rng, 300), 0))
+        merger.schedule(table, DIM, None)
+        await asyncio.sleep(1.5)
+        assert (await state(db, table))[2] == 300  # still waiting
+        merger.schedule(table, DIM, None)  # another insert: the wait starts again
+        again = time.monotonic()
+        await merger.wait()
+        assert time.monotonic() - again >= 2.0
+        assert await state(db, table) == (300, [f"{table}_hnsw"], 0)
+    finally:
+        await merger.close()
         async with db.transaction() as conn:
             await chunks.drop_chunk_table(conn, table)
         await db.close()

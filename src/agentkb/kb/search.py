@@ -124,9 +124,11 @@ async def search(
         )
         return got.version, [_hit(r) for r in got.listing]
     wanted = content_limit(options) + options.offset
-    k = candidates(options)
     alpha = 1.0 - lexical_weight(options)
-    hybrid = alpha < 1.0
+    hybrid = alpha < 1.0 and lexical_ids is not None
+    # a fusion takes `candidates` rows of each ranking; a ranking alone needs only the rows it returns (the
+    # HNSW scan's breadth is `ef_search` either way)
+    k = candidates(options) if hybrid else wanted
     got = await chunk_search.retrieve(
         conn,
         Retrieval(
@@ -141,7 +143,7 @@ async def search(
             ef_search=ef_search,
         ),
     )
-    if hybrid and lexical_ids is not None:
+    if hybrid:
         fused = fuse([(alpha, got.vector), (1.0 - alpha, got.ids[:k])], options.fusion_k)
     else:  # vector search, or hybrid before a large KB's first BM25 index is built
         fused = fuse([(1.0, got.vector)], options.fusion_k)

@@ -1,18 +1,21 @@
 """Background merges of a chunk table's delta (rows written since the HNSW index was built) into the index.
 
 An insert writes its chunks outside the HNSW index (`storage.vector_index`), then asks for a merge
-(`schedule`): one task per table at a time; a request while one runs makes it look again when done. A merge
-happens once the delta holds `min_rows` rows: a concurrent rebuild of the whole index when the delta is at
-least `rebuild_fraction` of the indexed rows (building is many times cheaper per row than growing the graph
-row by row), else an incremental merge in transactions of `batch` rows. Merges of one table are serialised
-across processes by an advisory lock; a failed one is logged and leaves the table searchable (the delta is
-scanned exactly), and the next insert asks again.
+(`schedule`): one task per table at a time; a request while one runs makes it look again when done. The task
+first waits until no insert has asked for `settle_s` (a bulk load of many inserts is merged once, after its
+last one, not rebuilt again and again while it runs). A merge happens once the delta holds `min_rows` rows: a
+concurrent rebuild of the whole index when the delta is at least `rebuild_fraction` of the indexed rows
+(building is many times cheaper per row than growing the graph row by row), else an incremental merge in
+transactions of `batch` rows. Merges of one table are serialised across processes by an advisory lock; a
+failed one is logged and leaves the table searchable (the delta is scanned exactly), and the next insert asks
+again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -25,7 +28,11 @@ from agentkb.storage.db import Database
 
 log = logging.getLogger("agentkb.ingest")
 LOCK_CLASS = 7_340_033  # advisory lock namespace of merges (key 2: hashtext of the table)
-DELTA_ROWS = 4096  # an exact scan of this many vectors costs a few milliseconds per search
+# An exact scan of the delta costs every search about 1.25 ms of PostgreSQL per 1,000 rows (2,000 chunks of
+# 500 characters, 384-d: 2.5 ms execution; the same rows under HNSW: ~0.3 ms), and building their HNSW index
+# costs once about 0.3 ms per row (2,000 rows: 0.6 s): a delta of this many rows is merged.
+DELTA_ROWS = 1024
+SETTLE_S = 0.5
 REBUILD_FRACTION = 0.2
 BATCH = 500
 SWAP_ATTEMPTS = 10
@@ -46,24 +53,33 @@ class VectorIndexMerger:
         min_rows: int = DELTA_ROWS,
         rebuild_fraction: float = REBUILD_FRACTION,
         batch: int = BATCH,
+        settle_s: float = SETTLE_S,
     ) -> None:
         self.db = db
         self.min_rows = min_rows
+        self.settle_s = settle_s
+        self._asked: dict[str, float] = {}  # table -> when an insert last asked for its merge
         self.rebuild_fraction = rebuild_fraction
         self.batch = batch
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self._again: set[str] = set()
 
     def schedule(self, table: str, dim: int, options: Mapping[str, int] | None) -> None:
-        """Merge `table`'s delta in the background if it is large enough (no wait)."""
+        """Merge `table`'s delta in the background if it is large enough (no wait), once inserts settle."""
+        self._asked[table] = time.monotonic()
         running = self.tasks.get(table)
         if running is not None and not running.done():
             self._again.add(table)
             return
         self.tasks[table] = asyncio.create_task(self._loop(Target(table, dim, options)))
 
+    async def _settle(self, table: str) -> None:
+        while (left := self._asked.get(table, 0.0) + self.settle_s - time.monotonic()) > 0:
+            await asyncio.sleep(left)
+
     async def _loop(self, target: Target) -> None:
         while True:
+            await self._settle(target.table)
             self._again.discard(target.table)
             try:
                 await self.merge(target.table, target.dim, target.options)

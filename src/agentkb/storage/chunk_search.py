@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb.storage import vector_index
 from agentkb.storage.chunks import vector_expr
-from agentkb.storage.db import EF_SEARCH_INFO, HNSW_EF_SEARCH, MAX_EF_SEARCH
+from agentkb.storage.db import EF_DEFAULT_INFO, EF_SEARCH_INFO, HNSW_EF_SEARCH, MAX_EF_SEARCH
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +124,15 @@ async def _fetch(conn: AsyncConnection, statement: str, params: dict[str, Any]) 
         raise DBAPIError.instance(sql, params, exc, psycopg.Error) from exc
 
 
+async def _set_ef_search(conn: AsyncConnection, ef: int) -> None:
+    await conn.execute(text("SELECT set_config('hnsw.ef_search', :ef, false)"), {"ef": str(ef)})
+
+
+async def _autocommit(conn: AsyncConnection) -> bool:
+    raw = await conn.get_raw_connection()
+    return bool(raw.driver_connection.autocommit)  # type: ignore[union-attr]
+
+
 async def retrieve(conn: AsyncConnection, r: Retrieval) -> Retrieved:
     """One round trip. The vector rows by distance (an iterative HNSW scan may return them slightly out of
     order), the id rows in `ids`' order, the listing rows in their SQL order."""
@@ -137,20 +146,25 @@ async def retrieve(conn: AsyncConnection, r: Retrieval) -> Retrieved:
         params["limit"], params["offset"] = r.listing
     if r.query is not None and r.vector_k:
         r = replace(r, watermark=await vector_index.watermark(conn, r.table))
-    # the connection's session default (storage.db), unless the KB asks for another list or the search
-    # for more rows than it holds: then that list for this statement only
-    session_ef = int(conn.info.get(EF_SEARCH_INFO, HNSW_EF_SEARCH))
-    ef = min(max(r.ef_search or session_ef, r.vector_k), MAX_EF_SEARCH)
-    other = r.query is not None and ef != session_ef
-    if other:
-        await conn.execute(text("SELECT set_config('hnsw.ef_search', :ef, false)"), {"ef": str(ef)})
+    # the pool's default breadth (storage.db), unless the KB asks for another list or the search for more
+    # rows than it holds. The session keeps what was set last: on an autocommit connection a list set here
+    # stays (the next search of that KB sets nothing); inside a transaction, which a rollback would undo, it
+    # is set back after the statement.
+    default_ef = int(conn.info.get(EF_DEFAULT_INFO, HNSW_EF_SEARCH))
+    current_ef = int(conn.info.get(EF_SEARCH_INFO, default_ef))
+    ef = min(max(r.ef_search or default_ef, r.vector_k), MAX_EF_SEARCH)
+    restore: int | None = None
+    if r.query is not None and ef != current_ef:
+        await _set_ef_search(conn, ef)
+        if await _autocommit(conn):
+            conn.info[EF_SEARCH_INFO] = ef
+        else:
+            restore = current_ef
     try:
         rows = await _fetch(conn, _statement(r), params)
     finally:
-        if other:
-            await conn.execute(
-                text("SELECT set_config('hnsw.ef_search', :ef, false)"), {"ef": str(session_ef)}
-            )
+        if restore is not None:
+            await _set_ef_search(conn, restore)
     out = Retrieved(None)
     ordered: dict[str, list[tuple[int, Row]]] = {"listing": []}
     for side, chunk_id, doc_id, content, metadata, distance, ord_, version in rows:

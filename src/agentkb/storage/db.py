@@ -19,12 +19,14 @@ def _dumps(value: Any) -> str:
 # Session defaults of every pooled connection: the HNSW candidate list searches use (`hnsw_ef_search`, the
 # AGENTKB_HNSW_EF_SEARCH setting), and iterative index scans (pgvector >= 0.8; ignored by older versions) so
 # a filtered search still finds k rows. Set once per connection, so a search needs no `SET` round trip of
-# its own; the value set is kept in the pool entry's `info` (EF_SEARCH_INFO), which a search reads to know
-# whether it must widen the list for one statement (storage.chunk_search).
+# its own. The pool entry's `info` keeps the default (EF_DEFAULT_INFO) and the value the session holds now
+# (EF_SEARCH_INFO): a search that wants another list sets it, and on an autocommit connection leaves it set
+# for the next search of that breadth (storage.chunk_search).
 HNSW_EF_SEARCH = 100
 MAX_EF_SEARCH = 1000  # pgvector's bounds for hnsw.ef_search
 MIN_EF_SEARCH = 1
 EF_SEARCH_INFO = "agentkb.hnsw_ef_search"
+EF_DEFAULT_INFO = "agentkb.hnsw_ef_search_default"
 
 
 def session_settings(ef_search: int = HNSW_EF_SEARCH) -> dict[str, str]:
@@ -71,7 +73,7 @@ class Database:
             extension, which the first migration creates before any pooled connection is opened); the
             session settings."""
             dbapi_connection.run_async(lambda conn: _on_connect(conn, settings))
-            record.info[EF_SEARCH_INFO] = hnsw_ef_search
+            record.info[EF_SEARCH_INFO] = record.info[EF_DEFAULT_INFO] = hnsw_ef_search
 
         event.listen(self.engine.sync_engine, "connect", on_connect)
         # reads of one statement: no BEGIN before it, no ROLLBACK after it (one round trip, not three)
