@@ -152,6 +152,7 @@ class Ingestor:
         self.chunking = chunking
         self.seen = SeenDocuments(conn, seen_in_memory)  # documents already written by this request
         self.lock_budget = locked_documents  # per-document locks left; below 0, the whole KB is locked
+        self.kb_shared_held = False  # the KB's lock, held shared by this transaction since a first batch
         self.stats = IngestStats()
         self.on_batch = on_batch
         self.skip_existing = skip_existing
@@ -168,7 +169,8 @@ class Ingestor:
         if self.lock_budget >= 0:
             self.lock_budget -= len(doc_ids)
             if self.lock_budget >= 0:
-                await store.lock_documents(self.conn, self.kb_id, doc_ids)
+                await store.lock_documents(self.conn, self.kb_id, doc_ids, kb_shared_held=self.kb_shared_held)
+                self.kb_shared_held = True
             else:
                 await store.lock_all_documents(self.conn, self.kb_id)
         seen = await self.seen.among(doc_ids)

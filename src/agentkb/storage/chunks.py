@@ -114,12 +114,17 @@ def _kb_lock_key(kb_id: int) -> str:
     return f"kb-documents:{kb_id}"
 
 
-async def lock_documents(conn: AsyncConnection, kb_id: int, doc_ids: list[str]) -> None:
+async def lock_documents(
+    conn: AsyncConnection, kb_id: int, doc_ids: list[str], *, kb_shared_held: bool = False
+) -> None:
     """Serialise concurrent inserts of the same documents (transaction-scoped advisory locks, in order),
-    under the knowledge base's lock held shared (see `lock_all_documents`)."""
-    await conn.execute(
-        text("SELECT pg_advisory_xact_lock_shared(hashtextextended(:key, 0))"), {"key": _kb_lock_key(kb_id)}
-    )
+    under the knowledge base's lock held shared (see `lock_all_documents`), which is taken first unless
+    `kb_shared_held` says an earlier call of this transaction took it."""
+    if not kb_shared_held:
+        await conn.execute(
+            text("SELECT pg_advisory_xact_lock_shared(hashtextextended(:key, 0))"),
+            {"key": _kb_lock_key(kb_id)},
+        )
     await conn.execute(
         text(
             "SELECT pg_advisory_xact_lock(:kb, hashtext(d)) FROM unnest(CAST(:ids AS text[])) AS d ORDER BY d"
