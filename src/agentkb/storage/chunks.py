@@ -1,7 +1,12 @@
 """A knowledge base's chunk table: DDL (vectors: pgvector HNSW, cosine, see `vector_index`; no full-text
 column: the lexical side of hybrid search is BM25 in each process, `kb.lexical`) and the write side. New
 chunks are written with binary `COPY` (pgvector's binary format); chunks that replace stored ones are
-upserted. Either lands above the HNSW index's watermark (`seq`)."""
+upserted. Either lands above the HNSW index's watermark (`seq`).
+
+Each chunk written by an insert carries its document's fingerprint (`doc_fingerprint`, `kb.chunking.
+source_fingerprint` and the document's chunk count, `<digest>:<n>`): an insert of the same document finds it
+unchanged from that alone, without chunking it again or reading its chunks' metadata back. A chunk written
+otherwise (a single chunk's update, a restored export, a chunk stored before fingerprints) has none."""
 
 from __future__ import annotations
 
@@ -20,8 +25,8 @@ from agentkb.storage.vector_index import MAX_VECTOR_INDEX_DIM, distance_ops, vec
 
 __all__ = ["MAX_VECTOR_INDEX_DIM", "distance_ops", "vector_expr"]
 MAX_DIM = 4000  # pgvector indexes `halfvec` up to 4,000 dimensions
-_COPY_COLUMNS = "chunk_id, doc_id, content, content_hash, metadata, embedding"
-_COPY_TYPES = ["text", "text", "text", "text", "jsonb", "vector"]
+_COPY_COLUMNS = "chunk_id, doc_id, content, content_hash, metadata, embedding, doc_fingerprint"
+_COPY_TYPES = ["text", "text", "text", "text", "jsonb", "vector", "text"]
 
 
 def table_name(kb_id: int) -> str:
@@ -40,7 +45,8 @@ async def create_chunk_table(conn: AsyncConnection, table: str, dim: int) -> Non
             metadata jsonb NOT NULL DEFAULT '{{}}'::jsonb,
             embedding vector({dim}) NOT NULL,
             updated_at timestamptz NOT NULL DEFAULT now(),
-            seq bigserial NOT NULL
+            seq bigserial NOT NULL,
+            doc_fingerprint text
         )""",
         # the vector stays in the row (pgvector's type is stored out of line by default): an exact scan of
         # the delta and each hit's distance then read no TOAST pages, about 3x less work per search; the
@@ -75,7 +81,8 @@ class StoredChunk:
     chunk_id: str
     doc_id: str
     content_hash: str
-    metadata: dict[str, Any]
+    fingerprint: str | None  # its document's, when it was written (`<digest>:<chunks>`)
+    metadata: dict[str, Any] | None  # None: not read, as its fingerprint's digest is the one asked about
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,14 +93,40 @@ class ChunkWrite:
     content_hash: str
     metadata: dict[str, Any]
     embedding: np.ndarray
+    fingerprint: str | None = None  # its document's (`StoredChunk.fingerprint`)
 
 
-async def chunks_of_documents(conn: AsyncConnection, table: str, doc_ids: list[str]) -> list[StoredChunk]:
+async def chunks_of_documents(
+    conn: AsyncConnection, table: str, doc_ids: list[str], digests: list[str | None] | None = None
+) -> list[StoredChunk]:
+    """The stored chunks of `doc_ids`. `digests` (one per document, or None): a chunk whose fingerprint has
+    its document's digest comes without its metadata (what it was made from is what the caller has)."""
+    if digests is None:
+        digests = [None] * len(doc_ids)
     rows = await conn.execute(
-        text(f"SELECT chunk_id, doc_id, content_hash, metadata FROM {table} WHERE doc_id = ANY(:ids)"),
-        {"ids": doc_ids},
+        text(
+            "SELECT c.chunk_id, c.doc_id, c.content_hash, c.doc_fingerprint, "
+            "CASE WHEN split_part(c.doc_fingerprint, ':', 1) = f.digest THEN NULL ELSE c.metadata END "
+            f"FROM {table} AS c JOIN unnest(CAST(:ids AS text[]), CAST(:digests AS text[])) AS f(doc_id, digest) "
+            "ON c.doc_id = f.doc_id WHERE c.doc_id = ANY(:ids)"
+        ),
+        {"ids": doc_ids, "digests": digests},
     )
     return [StoredChunk(*r) for r in rows]  # the columns in the fields' order
+
+
+async def set_fingerprints(conn: AsyncConnection, table: str, fingerprints: list[tuple[str, str]]) -> None:
+    """(chunk id, fingerprint) pairs: unchanged chunks of a document that was rewritten in part take its new
+    fingerprint (their rows otherwise stay as they are, `seq` included)."""
+    if not fingerprints:
+        return
+    await conn.execute(
+        text(
+            f"UPDATE {table} AS c SET doc_fingerprint = f.fp FROM "
+            "unnest(CAST(:ids AS text[]), CAST(:fps AS text[])) AS f(chunk_id, fp) WHERE c.chunk_id = f.chunk_id"
+        ),
+        {"ids": [cid for cid, _ in fingerprints], "fps": [fp for _, fp in fingerprints]},
+    )
 
 
 async def embeddings_by_hash(conn: AsyncConnection, table: str, hashes: list[str]) -> dict[str, np.ndarray]:
@@ -225,6 +258,7 @@ async def copy_new_chunks(conn: AsyncConnection, table: str, writes: list[ChunkW
                     w.content_hash,
                     Jsonb(w.metadata, _jsonb_dumps),
                     w.embedding,
+                    w.fingerprint,
                 )
             )
 
@@ -235,11 +269,13 @@ async def upsert_chunks(conn: AsyncConnection, table: str, writes: list[ChunkWri
         return
     await conn.execute(
         text(
-            f"INSERT INTO {table} (chunk_id, doc_id, content, content_hash, metadata, embedding, updated_at) "
-            "VALUES (:chunk_id, :doc_id, :content, :content_hash, CAST(:metadata AS jsonb), :embedding, now()) "
+            f"INSERT INTO {table} (chunk_id, doc_id, content, content_hash, metadata, embedding, "
+            "doc_fingerprint, updated_at) VALUES (:chunk_id, :doc_id, :content, :content_hash, "
+            "CAST(:metadata AS jsonb), :embedding, :fingerprint, now()) "
             "ON CONFLICT (chunk_id) DO UPDATE SET doc_id = EXCLUDED.doc_id, content = EXCLUDED.content, "
             "content_hash = EXCLUDED.content_hash, metadata = EXCLUDED.metadata, "
-            "embedding = EXCLUDED.embedding, updated_at = now(), seq = EXCLUDED.seq"
+            "embedding = EXCLUDED.embedding, doc_fingerprint = EXCLUDED.doc_fingerprint, updated_at = now(), "
+            "seq = EXCLUDED.seq"
         ),
         [
             {
@@ -249,6 +285,7 @@ async def upsert_chunks(conn: AsyncConnection, table: str, writes: list[ChunkWri
                 "content_hash": w.content_hash,
                 "metadata": orjson.dumps(w.metadata).decode(),
                 "embedding": w.embedding,
+                "fingerprint": w.fingerprint,
             }
             for w in writes
         ],
