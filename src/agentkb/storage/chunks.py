@@ -10,13 +10,14 @@ otherwise (a single chunk's update, a restored export, a chunk stored before fin
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import orjson
-from psycopg.types.json import Jsonb
+from pgvector import Vector
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -26,7 +27,16 @@ from agentkb.storage.vector_index import MAX_VECTOR_INDEX_DIM, distance_ops, vec
 __all__ = ["MAX_VECTOR_INDEX_DIM", "distance_ops", "vector_expr"]
 MAX_DIM = 4000  # pgvector indexes `halfvec` up to 4,000 dimensions
 _COPY_COLUMNS = "chunk_id, doc_id, content, content_hash, metadata, embedding, doc_fingerprint"
-_COPY_TYPES = ["text", "text", "text", "text", "jsonb", "vector", "text"]
+# PostgreSQL's binary COPY format, written here whole (psycopg's row by row formatting was most of the
+# Python work of an insert's write): signature, flags, header extension; then per row its field count and
+# each field's length and bytes (-1: NULL); then -1
+_COPY_SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + b"\x00\x00\x00\x00" * 2
+_COPY_TRAILER = b"\xff\xff"
+_COPY_NULL = b"\xff\xff\xff\xff"
+_COPY_FIELDS = struct.pack("!h", 7)
+_COPY_FLUSH = 1 << 20  # bytes sent to the server at a time
+_length = struct.Struct("!i").pack
+_vector_head = struct.Struct("!iHH").pack  # the field's length, then pgvector's (dimensions, unused)
 
 
 def table_name(kb_id: int) -> str:
@@ -234,8 +244,32 @@ async def delete_chunks(conn: AsyncConnection, table: str, chunk_ids: list[str])
         await conn.execute(text(f"DELETE FROM {table} WHERE chunk_id = ANY(:ids)"), {"ids": chunk_ids})
 
 
-def _jsonb_dumps(value: Any) -> str:
-    return orjson.dumps(value).decode()
+def _text_field(value: str) -> bytes:
+    data = value.encode()
+    return _length(len(data)) + data
+
+
+def _copy_row(w: ChunkWrite) -> bytes:
+    """One chunk in binary COPY format: text fields as UTF-8, jsonb as version 1 and its text, the vector as
+    pgvector's binary (dimensions, unused, big-endian float4s)."""
+    metadata = orjson.dumps(w.metadata)
+    embedding = w.embedding.to_numpy() if isinstance(w.embedding, Vector) else w.embedding  # a stored one
+    vector = np.ascontiguousarray(embedding, dtype=">f4").reshape(-1)
+    return b"".join(
+        (
+            _COPY_FIELDS,
+            _text_field(w.chunk_id),
+            _text_field(w.doc_id),
+            _text_field(w.content),
+            _text_field(w.content_hash),
+            _length(len(metadata) + 1),
+            b"\x01",
+            metadata,
+            _vector_head(4 + 4 * len(vector), len(vector), 0),
+            vector.tobytes(),
+            _COPY_NULL if w.fingerprint is None else _text_field(w.fingerprint),
+        )
+    )
 
 
 async def copy_new_chunks(conn: AsyncConnection, table: str, writes: list[ChunkWrite]) -> None:
@@ -248,19 +282,14 @@ async def copy_new_chunks(conn: AsyncConnection, table: str, writes: list[ChunkW
         raw.cursor() as cursor,
         cursor.copy(f"COPY {table} ({_COPY_COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy,
     ):
-        copy.set_types(_COPY_TYPES)
+        buffer = bytearray(_COPY_SIGNATURE)
         for w in writes:
-            await copy.write_row(
-                (
-                    w.chunk_id,
-                    w.doc_id,
-                    w.content,
-                    w.content_hash,
-                    Jsonb(w.metadata, _jsonb_dumps),
-                    w.embedding,
-                    w.fingerprint,
-                )
-            )
+            buffer += _copy_row(w)
+            if len(buffer) >= _COPY_FLUSH:
+                await copy.write(bytes(buffer))
+                buffer.clear()
+        buffer += _COPY_TRAILER
+        await copy.write(bytes(buffer))
 
 
 async def upsert_chunks(conn: AsyncConnection, table: str, writes: list[ChunkWrite]) -> None:
