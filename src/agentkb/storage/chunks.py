@@ -168,9 +168,10 @@ async def lock_documents(
             text("SELECT pg_advisory_xact_lock_shared(hashtextextended(:key, 0))"),
             {"key": _kb_lock_key(kb_id)},
         )
-    await conn.execute(
+    await conn.execute(  # one row back, not one per document (the locks are taken above the sort, in order)
         text(
-            "SELECT pg_advisory_xact_lock(:kb, hashtext(d)) FROM unnest(CAST(:ids AS text[])) AS d ORDER BY d"
+            "SELECT count(*) FROM (SELECT pg_advisory_xact_lock(:kb, hashtext(d)) "
+            "FROM unnest(CAST(:ids AS text[])) AS d ORDER BY d) AS locked"
         ),
         {"kb": kb_id, "ids": doc_ids},
     )
