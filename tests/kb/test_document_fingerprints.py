@@ -115,6 +115,14 @@ async def test_fingerprints_spare_chunking_and_never_hide_a_change(
             assert (kept.written, chunked.documents) == (0, [])
             assert len(await sql(f"SELECT DISTINCT doc_fingerprint FROM {table} WHERE doc_id = 'long'")) == 1
 
+            # another fingerprint for the same chunks (other settings that chunk them alike): compared chunk by
+            # chunk once, then fingerprinted anew
+            await sql(f"UPDATE {table} SET doc_fingerprint = 'other:1' WHERE doc_id = 'short'")
+            other = await insert(longer)
+            assert (other.written, other.unchanged, chunked.documents) == (0, kept.unchanged, ["short"])
+            healed = await insert(longer)
+            assert (healed.written, healed.unchanged, chunked.documents) == (0, kept.unchanged, [])
+
             # chunks stored before fingerprints: found unchanged chunk by chunk, and left as they are
             await sql(f"UPDATE {table} SET doc_fingerprint = NULL")
             old = await insert(longer)

@@ -239,10 +239,14 @@ class Ingestor:
                     writes.append(chunk)
                     if previous is None and not rewrite and not self.no_upsert:
                         fresh.add(chunk.chunk_id)
-            # a document written in part: its unchanged chunks take its new fingerprint too (a document stored
-            # before fingerprints and left as it is keeps none, and is compared chunk by chunk)
-            if fingerprint is not None and same and (len(same) < len(chunks) or len(olds) > len(same)):
-                refingerprint.extend((cid, fingerprint) for cid in same)
+            # unchanged chunks take the document's new fingerprint when it was written in part, or when theirs
+            # is another (the same chunks from other settings); chunks stored before fingerprints, of a
+            # document left as it is, keep none (compared chunk by chunk: no rewrite of a whole table)
+            if fingerprint is not None and same:
+                written = len(same) < len(chunks) or len(olds) > len(same)
+                refingerprint.extend(
+                    (cid, fingerprint) for cid in same if written or stored[cid].fingerprint is not None
+                )
         stats.chunks = len(keep)
         kept = set(keep)
         gone = [c for cid, c in stored.items() if cid not in kept]
