@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from typing import Any
 
 import httpx
 import psycopg
@@ -159,6 +160,32 @@ def test_migration_adds_document_fingerprints(client: httpx.Client, unique: str,
         "x-agentkb-ingest"
     ]
     assert "unchanged=1" in again and "written=1" in again
+    assert client.delete(f"{kbs}/{name}").status_code == 204
+
+
+def test_an_insert_that_changes_nothing_keeps_the_knowledge_base_version(
+    client: httpx.Client, unique: str, pg_url: str
+) -> None:
+    """The KB's `updated_at` versions its search caches (BM25): an insert that writes and deletes nothing
+    keeps it, so they stay warm; one that changes a row moves it."""
+    name = f"kb_{unique}"
+    kbs = "/api/projects/mindsdb/knowledge_bases"
+    assert client.post(kbs, json={"knowledge_base": {"name": name}}).status_code == 201
+    rows = [{"id": 1, "content": "the fuser unit overheated"}, {"id": 2, "content": "paper jam at the rear"}]
+
+    def version() -> Any:
+        with psycopg.connect(pg_url) as conn:
+            row = conn.execute("SELECT updated_at FROM knowledge_bases WHERE name = %s", (name,)).fetchone()
+        assert row is not None
+        return row[0]
+
+    assert client.put(f"{kbs}/{name}", json={"knowledge_base": {"rows": rows}}).status_code == 200
+    written = version()
+    again = client.put(f"{kbs}/{name}", json={"knowledge_base": {"rows": rows}}).headers["x-agentkb-ingest"]
+    assert "unchanged=2" in again and version() == written
+    changed = [rows[0], {"id": 2, "content": "paper jam at the front"}]
+    assert client.put(f"{kbs}/{name}", json={"knowledge_base": {"rows": changed}}).status_code == 200
+    assert version() > written
     assert client.delete(f"{kbs}/{name}").status_code == 204
 
 
