@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from typing import Any
 
 import httpx
 import psycopg
@@ -134,6 +135,60 @@ def test_migration_drops_the_full_text_column(client: httpx.Client, unique: str,
     assert client.delete(f"{kbs}/{name}").status_code == 204
 
 
+def test_migration_adds_document_fingerprints(client: httpx.Client, unique: str, pg_url: str) -> None:
+    """Chunk tables made before 0014 have no `doc_fingerprint`: upgrading adds it, and their chunks (without
+    one) are found unchanged by an insert of the same rows, and rewritten when they change."""
+    from agentkb.storage.migrate import upgrade
+
+    name = f"kb_{unique}"
+    kbs = "/api/projects/mindsdb/knowledge_bases"
+    table = client.post(kbs, json={"knowledge_base": {"name": name}}).json()["vector_database_table"]
+    rows = [{"id": 1, "content": "the fuser unit overheated"}, {"id": 2, "content": "paper jam at the rear"}]
+    assert client.put(f"{kbs}/{name}", json={"knowledge_base": {"rows": rows}}).status_code == 200
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        (head,) = conn.execute("SELECT version_num FROM alembic_version").fetchone() or ("",)
+        conn.execute(f"ALTER TABLE {table} DROP COLUMN doc_fingerprint")
+        conn.execute("UPDATE alembic_version SET version_num = '0013_no_fulltext_column'")
+    upgrade(pg_url)
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == (head,)
+        assert conn.execute(f"SELECT count(*) FROM {table} WHERE doc_fingerprint IS NULL").fetchone() == (2,)
+    again = client.put(f"{kbs}/{name}", json={"knowledge_base": {"rows": rows}}).headers["x-agentkb-ingest"]
+    assert "unchanged=2" in again and "written=0" in again
+    changed = [rows[0], {"id": 2, "content": "paper jam at the front"}]
+    again = client.put(f"{kbs}/{name}", json={"knowledge_base": {"rows": changed}}).headers[
+        "x-agentkb-ingest"
+    ]
+    assert "unchanged=1" in again and "written=1" in again
+    assert client.delete(f"{kbs}/{name}").status_code == 204
+
+
+def test_an_insert_that_changes_nothing_keeps_the_knowledge_base_version(
+    client: httpx.Client, unique: str, pg_url: str
+) -> None:
+    """The KB's `updated_at` versions its search caches (BM25): an insert that writes and deletes nothing
+    keeps it, so they stay warm; one that changes a row moves it."""
+    name = f"kb_{unique}"
+    kbs = "/api/projects/mindsdb/knowledge_bases"
+    assert client.post(kbs, json={"knowledge_base": {"name": name}}).status_code == 201
+    rows = [{"id": 1, "content": "the fuser unit overheated"}, {"id": 2, "content": "paper jam at the rear"}]
+
+    def version() -> Any:
+        with psycopg.connect(pg_url) as conn:
+            row = conn.execute("SELECT updated_at FROM knowledge_bases WHERE name = %s", (name,)).fetchone()
+        assert row is not None
+        return row[0]
+
+    assert client.put(f"{kbs}/{name}", json={"knowledge_base": {"rows": rows}}).status_code == 200
+    written = version()
+    again = client.put(f"{kbs}/{name}", json={"knowledge_base": {"rows": rows}}).headers["x-agentkb-ingest"]
+    assert "unchanged=2" in again and version() == written
+    changed = [rows[0], {"id": 2, "content": "paper jam at the front"}]
+    assert client.put(f"{kbs}/{name}", json={"knowledge_base": {"rows": changed}}).status_code == 200
+    assert version() > written
+    assert client.delete(f"{kbs}/{name}").status_code == 204
+
+
 def test_kb_storage_created_and_dropped(client: httpx.Client, unique: str, pg_url: str) -> None:
     name = f"kb_{unique}"
     table = client.post(
@@ -155,6 +210,7 @@ def test_kb_storage_created_and_dropped(client: httpx.Client, unique: str, pg_ur
         "embedding",
         "updated_at",
         "seq",
+        "doc_fingerprint",
     }
     assert client.delete(f"/api/projects/mindsdb/knowledge_bases/{name}").status_code == 204
     assert _indexes(pg_url, table) == {}

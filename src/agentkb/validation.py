@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import orjson
+
 from agentkb.errors import BadRequest
 
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -32,7 +34,13 @@ INT64 = (-(2**63), 2**63 - 1)
 
 def check_storable(value: Any, field: str) -> Any:
     """PostgreSQL text and jsonb cannot hold NUL characters, and stored JSON holds 64-bit integers at most:
-    refuse both instead of failing later."""
+    refuse both instead of failing later. A value that JSON holds with integers of 53 bits at most and no
+    escaped NUL is storable (orjson tells at C speed); any other is walked to name what is wrong, if anything."""
+    try:
+        if b"\\u0000" not in orjson.dumps(value, option=orjson.OPT_STRICT_INTEGER):
+            return value
+    except TypeError:  # orjson.JSONEncodeError: a larger integer, a key that is not text, another type
+        pass
     problem = _unstorable(value)
     if problem is not None:
         path, what = problem

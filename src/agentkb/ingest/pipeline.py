@@ -29,7 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb import metrics
 from agentkb.errors import UpstreamError
-from agentkb.kb.chunking import Chunk, ChunkingConfig, chunk_document
+from agentkb.kb.chunking import Chunk, ChunkingConfig, chunk_document, source_fingerprint
 from agentkb.kb.documents import Document
 from agentkb.kb.embedders.base import Embedder
 from agentkb.storage import chunks as store
@@ -113,16 +113,34 @@ class _Plan:
     stats: IngestStats = field(default_factory=IngestStats)
     rewritten: list[str] = field(default_factory=list)  # documents this request already wrote once
     shrunk: list[str] = field(default_factory=list)  # documents with stored chunks they no longer have
+    fingerprints: dict[str, str | None] = field(default_factory=dict)  # document -> its chunks' fingerprint
+    refingerprint: list[tuple[str, str]] = field(
+        default_factory=list
+    )  # unchanged chunks of changed documents
 
 
 def _same(stored: store.StoredChunk, chunk: Chunk) -> bool:
-    """The same text and metadata, `_updated_at` aside."""
+    """The same text and metadata, `_updated_at` aside (a chunk read without its metadata was made from what
+    `chunk` was made from: the same)."""
+    old, new = stored.metadata, chunk.metadata
+    if old is None:
+        return True
     if stored.content_hash != chunk.content_hash:
         return False
-    old, new = stored.metadata, chunk.metadata
     if len(old) - ("_updated_at" in old) != len(new) - ("_updated_at" in new):
         return False
     return all(k == "_updated_at" or (k in old and old[k] == v) for k, v in new.items())
+
+
+def _unchanged(stored: list[store.StoredChunk]) -> bool:
+    """A document's stored chunks are all made from what is inserted now (read without their metadata: see
+    `storage.chunks.chunks_of_documents`) and none is missing (their fingerprint counts them)."""
+    fingerprint = stored[0].fingerprint
+    return (
+        fingerprint is not None
+        and fingerprint.rpartition(":")[2] == str(len(stored))
+        and all(c.metadata is None and c.fingerprint == fingerprint for c in stored)
+    )
 
 
 class Ingestor:
@@ -152,6 +170,7 @@ class Ingestor:
         self.chunking = chunking
         self.seen = SeenDocuments(conn, seen_in_memory)  # documents already written by this request
         self.lock_budget = locked_documents  # per-document locks left; below 0, the whole KB is locked
+        self.kb_shared_held = False  # the KB's lock, held shared by this transaction since a first batch
         self.stats = IngestStats()
         self.on_batch = on_batch
         self.skip_existing = skip_existing
@@ -168,13 +187,20 @@ class Ingestor:
         if self.lock_budget >= 0:
             self.lock_budget -= len(doc_ids)
             if self.lock_budget >= 0:
-                await store.lock_documents(self.conn, self.kb_id, doc_ids)
+                await store.lock_documents(self.conn, self.kb_id, doc_ids, kb_shared_held=self.kb_shared_held)
+                self.kb_shared_held = True
             else:
                 await store.lock_all_documents(self.conn, self.kb_id)
         seen = await self.seen.among(doc_ids)
+        digests = {d: source_fingerprint(by_doc[d].values(), self.chunking) for d in doc_ids}
         stored: dict[str, store.StoredChunk] = {}
         if not self.no_upsert:
-            stored = {c.chunk_id: c for c in await store.chunks_of_documents(self.conn, self.table, doc_ids)}
+            stored = {
+                c.chunk_id: c
+                for c in await store.chunks_of_documents(
+                    self.conn, self.table, doc_ids, [digests[d] for d in doc_ids]
+                )
+            }
         if self.skip_existing:
             existing = {c.doc_id for c in stored.values()} - seen
             self.skipped += len(existing)
@@ -184,18 +210,43 @@ class Ingestor:
         keep: list[str] = []
         writes: list[Chunk] = []
         fresh: set[str] = set()
+        fingerprints: dict[str, str | None] = {}
+        refingerprint: list[tuple[str, str]] = []
+        by_stored_doc: dict[str, list[store.StoredChunk]] = {}
+        for c in stored.values():
+            by_stored_doc.setdefault(c.doc_id, []).append(c)
         for doc_id in doc_ids:
             rewrite = doc_id in seen
-            for doc in by_doc[doc_id].values():
-                for chunk in chunk_document(doc, self.chunking, updated_at):
-                    keep.append(chunk.chunk_id)
-                    previous = stored.get(chunk.chunk_id)
-                    if previous is not None and not rewrite and _same(previous, chunk):
-                        stats.unchanged += 1
-                    else:
-                        writes.append(chunk)
-                        if previous is None and not rewrite and not self.no_upsert:
-                            fresh.add(chunk.chunk_id)
+            olds = by_stored_doc.get(doc_id, [])
+            if olds and not rewrite and _unchanged(olds):  # not chunked again
+                keep.extend(c.chunk_id for c in olds)
+                stats.unchanged += len(olds)
+                continue
+            chunks = [
+                c for doc in by_doc[doc_id].values() for c in chunk_document(doc, self.chunking, updated_at)
+            ]
+            digest = digests[doc_id]
+            fingerprint = fingerprints[doc_id] = None if digest is None else f"{digest}:{len(chunks)}"
+            same: list[str] = []
+            for chunk in chunks:
+                keep.append(chunk.chunk_id)
+                previous = stored.get(chunk.chunk_id)
+                if previous is not None and not rewrite and _same(previous, chunk):
+                    stats.unchanged += 1
+                    if previous.fingerprint != fingerprint:
+                        same.append(chunk.chunk_id)
+                else:
+                    writes.append(chunk)
+                    if previous is None and not rewrite and not self.no_upsert:
+                        fresh.add(chunk.chunk_id)
+            # unchanged chunks take the document's new fingerprint when it was written in part, or when theirs
+            # is another (the same chunks from other settings); chunks stored before fingerprints, of a
+            # document left as it is, keep none (compared chunk by chunk: no rewrite of a whole table)
+            if fingerprint is not None and same:
+                written = len(same) < len(chunks) or len(olds) > len(same)
+                refingerprint.extend(
+                    (cid, fingerprint) for cid in same if written or stored[cid].fingerprint is not None
+                )
         stats.chunks = len(keep)
         kept = set(keep)
         gone = [c for cid, c in stored.items() if cid not in kept]
@@ -206,6 +257,7 @@ class Ingestor:
                 self.conn, self.table, sorted({c.content_hash for c in writes})
             )
         plan = _Plan(doc_ids, keep, writes, fresh, vectors, stats=stats)
+        plan.fingerprints, plan.refingerprint = fingerprints, refingerprint
         plan.rewritten = [d for d in doc_ids if d in seen]
         plan.shrunk = sorted({c.doc_id for c in gone})
         pending: dict[str, Chunk] = {}
@@ -240,9 +292,18 @@ class Ingestor:
         if replaced:
             await store.delete_other_chunks(self.conn, self.table, replaced, plan.keep)
         rows = [
-            ChunkWrite(c.chunk_id, c.doc_id, c.content, c.content_hash, c.metadata, vectors[c.content_hash])
+            ChunkWrite(
+                c.chunk_id,
+                c.doc_id,
+                c.content,
+                c.content_hash,
+                c.metadata,
+                vectors[c.content_hash],
+                plan.fingerprints.get(c.doc_id),
+            )
             for c in plan.writes
         ]
+        await store.set_fingerprints(self.conn, self.table, plan.refingerprint)
         await store.copy_new_chunks(self.conn, self.table, [w for w in rows if w.chunk_id in plan.fresh])
         await store.upsert_chunks(self.conn, self.table, [w for w in rows if w.chunk_id not in plan.fresh])
         plan.stats.written = len(plan.writes)

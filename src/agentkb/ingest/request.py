@@ -14,7 +14,11 @@ from agentkb.kb.documents import ColumnSpec, Document, row_documents
 from agentkb.storage.knowledge_bases import KnowledgeBaseRow
 from agentkb.validation import check_storable
 
-BATCH_ROWS = 256
+BATCH_ROWS = 256  # rows per batch drawn from a query or a file
+# rows per batch of an insert's own `rows` (already in memory): one plan, one read of what is stored and
+# one progress write per batch; at most `ingest.pipeline.LOCKED_DOCUMENTS`, so a first batch locks documents
+# one by one
+INLINE_BATCH_ROWS = 1_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,8 +107,8 @@ def check_query(value: Any) -> str:
 
 
 async def row_batches(rows: list[dict[str, Any]], spec: ColumnSpec) -> AsyncIterator[list[Document]]:
-    for start in range(0, len(rows), BATCH_ROWS):
-        yield list(row_documents(rows[start : start + BATCH_ROWS], spec, start_index=start))
+    for start in range(0, len(rows), INLINE_BATCH_ROWS):
+        yield list(row_documents(rows[start : start + INLINE_BATCH_ROWS], spec, start_index=start))
 
 
 async def query_batches(

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
+from importlib.metadata import version
 from typing import Any
 
+import orjson
 from semantic_text_splitter import TextSplitter
 
 from agentkb.errors import BadRequest
@@ -66,6 +69,25 @@ def _splitter(size: int, overlap: int) -> TextSplitter:
 
 def content_hash(text: str) -> str:
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+# what `chunk_document` makes chunks with: a new splitter (or a change below) makes new fingerprints
+_CHUNKER = f"1:{version('semantic-text-splitter')}"
+
+
+def source_fingerprint(docs: Iterable[Document], config: ChunkingConfig) -> str | None:
+    """A digest of everything `chunk_document` makes these documents' chunks from (`updated_at` aside): the
+    same digest, the same chunks. None when a document holds a value JSON cannot hold as it is."""
+    parts = [(d.content_column, d.content, d.metadata, d.original_id, d.row_index, d.source) for d in docs]
+    if len(parts) > 1:
+        parts.sort(key=lambda part: part[0])
+    try:
+        raw = orjson.dumps(
+            (_CHUNKER, config.chunk_size, config.chunk_overlap, parts), option=orjson.OPT_SORT_KEYS
+        )
+    except TypeError:  # orjson.JSONEncodeError: a key that is not text, an integer past 64 bits, ...
+        return None
+    return hashlib.blake2b(raw, digest_size=16).hexdigest()
 
 
 def chunk_document(doc: Document, config: ChunkingConfig, updated_at: str) -> list[Chunk]:

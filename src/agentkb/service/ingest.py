@@ -176,7 +176,10 @@ class IngestService:
             progress.counts.update(ingestor.stats.as_counts())
             if ingestor.skipped:
                 progress.counts["skipped_existing"] = ingestor.skipped
-            await repo.update(conn, kb.id, {})
+            if (
+                ingestor.stats.written or ingestor.stats.deleted
+            ):  # a new version: search caches (BM25) rebuild
+                await repo.update(conn, kb.id, {})
         if ingestor.stats.written:  # the new chunks sit outside the HNSW index: merge when enough
             self.merger.schedule(kb.storage_table, kb.vector_dim, kb.params.get("vector_index"))
 

@@ -74,6 +74,7 @@ class JobRunner:
         request a second connection): only its heartbeat says it is alive."""
         progress = Progress(job.id)
         started = time.perf_counter()
+        final: JobRow | None = None  # the job as its end was recorded here
         beater = asyncio.create_task(self._beat(job.id, progress, asyncio.current_task()))
         try:
             await self.execute(job, progress)
@@ -94,7 +95,7 @@ class JobRunner:
                 return await self._read(job.id)
             if not progress.cancel_requested:
                 raise  # the process is stopping: the job stays claimed and is resumed or failed later
-            await self._finish(job.id, "cancelled", progress, "cancelled on request")
+            final = await self._finish(job.id, "cancelled", progress, "cancelled on request")
             if isinstance(exc, asyncio.CancelledError):
                 current = asyncio.current_task()
                 if current is not None:
@@ -111,11 +112,11 @@ class JobRunner:
             await self._finish(job.id, "failed", progress, f"{type(exc).__name__}: {exc}")
             raise
         else:
-            await self._finish(job.id, "succeeded", progress, None)
+            final = await self._finish(job.id, "succeeded", progress, None)
         finally:
             beater.cancel()
         log.info("ingest job %s: %s in %.2fs", job.id, progress.counts, time.perf_counter() - started)
-        return await self._read(job.id)
+        return final if final is not None else await self._read(job.id)  # as recorded: not read again
 
     async def _read(self, job_id: str) -> JobRow:
         async with self.db.connect() as conn:
@@ -153,15 +154,16 @@ class JobRunner:
                 runner.cancel()
             return
 
-    async def _finish(self, job_id: str, state: str, progress: Progress, error: str | None) -> None:
-        """Record how the job ended, if it is still this runner's; its error texts are masked
-        (`secrecy.mask_text`) before they are stored."""
+    async def _finish(self, job_id: str, state: str, progress: Progress, error: str | None) -> JobRow | None:
+        """Record how the job ended, if it is still this runner's (the job as recorded; None if not); its error
+        texts are masked (`secrecy.mask_text`) before they are stored."""
         masked = mask_text(error) if error else error
         async with self.db.transaction() as conn:
             recorded = await jobs.finish(
                 conn, job_id, state, progress.counts, _masked(progress.errors), masked, self.worker_id
             )
-        if recorded:
+        if recorded is not None:
             metrics.jobs_finished.labels(state).inc()
         else:
             log.warning("ingest job %s ended here as %s, but another worker had taken it over", job_id, state)
+        return recorded

@@ -1,17 +1,23 @@
 """A knowledge base's chunk table: DDL (vectors: pgvector HNSW, cosine, see `vector_index`; no full-text
 column: the lexical side of hybrid search is BM25 in each process, `kb.lexical`) and the write side. New
 chunks are written with binary `COPY` (pgvector's binary format); chunks that replace stored ones are
-upserted. Either lands above the HNSW index's watermark (`seq`)."""
+upserted. Either lands above the HNSW index's watermark (`seq`).
+
+Each chunk written by an insert carries its document's fingerprint (`doc_fingerprint`, `kb.chunking.
+source_fingerprint` and the document's chunk count, `<digest>:<n>`): an insert of the same document finds it
+unchanged from that alone, without chunking it again or reading its chunks' metadata back. A chunk written
+otherwise (a single chunk's update, a restored export, a chunk stored before fingerprints) has none."""
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import orjson
-from psycopg.types.json import Jsonb
+from pgvector import Vector
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -20,8 +26,17 @@ from agentkb.storage.vector_index import MAX_VECTOR_INDEX_DIM, distance_ops, vec
 
 __all__ = ["MAX_VECTOR_INDEX_DIM", "distance_ops", "vector_expr"]
 MAX_DIM = 4000  # pgvector indexes `halfvec` up to 4,000 dimensions
-_COPY_COLUMNS = "chunk_id, doc_id, content, content_hash, metadata, embedding"
-_COPY_TYPES = ["text", "text", "text", "text", "jsonb", "vector"]
+_COPY_COLUMNS = "chunk_id, doc_id, content, content_hash, metadata, embedding, doc_fingerprint"
+# PostgreSQL's binary COPY format, written here whole (psycopg's row by row formatting was most of the
+# Python work of an insert's write): signature, flags, header extension; then per row its field count and
+# each field's length and bytes (-1: NULL); then -1
+_COPY_SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + b"\x00\x00\x00\x00" * 2
+_COPY_TRAILER = b"\xff\xff"
+_COPY_NULL = b"\xff\xff\xff\xff"
+_COPY_FIELDS = struct.pack("!h", 7)
+_COPY_FLUSH = 1 << 20  # bytes sent to the server at a time
+_length = struct.Struct("!i").pack
+_vector_head = struct.Struct("!iHH").pack  # the field's length, then pgvector's (dimensions, unused)
 
 
 def table_name(kb_id: int) -> str:
@@ -40,7 +55,8 @@ async def create_chunk_table(conn: AsyncConnection, table: str, dim: int) -> Non
             metadata jsonb NOT NULL DEFAULT '{{}}'::jsonb,
             embedding vector({dim}) NOT NULL,
             updated_at timestamptz NOT NULL DEFAULT now(),
-            seq bigserial NOT NULL
+            seq bigserial NOT NULL,
+            doc_fingerprint text
         )""",
         # the vector stays in the row (pgvector's type is stored out of line by default): an exact scan of
         # the delta and each hit's distance then read no TOAST pages, about 3x less work per search; the
@@ -75,7 +91,8 @@ class StoredChunk:
     chunk_id: str
     doc_id: str
     content_hash: str
-    metadata: dict[str, Any]
+    fingerprint: str | None  # its document's, when it was written (`<digest>:<chunks>`)
+    metadata: dict[str, Any] | None  # None: not read, as its fingerprint's digest is the one asked about
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,14 +103,40 @@ class ChunkWrite:
     content_hash: str
     metadata: dict[str, Any]
     embedding: np.ndarray
+    fingerprint: str | None = None  # its document's (`StoredChunk.fingerprint`)
 
 
-async def chunks_of_documents(conn: AsyncConnection, table: str, doc_ids: list[str]) -> list[StoredChunk]:
+async def chunks_of_documents(
+    conn: AsyncConnection, table: str, doc_ids: list[str], digests: list[str | None] | None = None
+) -> list[StoredChunk]:
+    """The stored chunks of `doc_ids`. `digests` (one per document, or None): a chunk whose fingerprint has
+    its document's digest comes without its metadata (what it was made from is what the caller has)."""
+    if digests is None:
+        digests = [None] * len(doc_ids)
     rows = await conn.execute(
-        text(f"SELECT chunk_id, doc_id, content_hash, metadata FROM {table} WHERE doc_id = ANY(:ids)"),
-        {"ids": doc_ids},
+        text(
+            "SELECT c.chunk_id, c.doc_id, c.content_hash, c.doc_fingerprint, "
+            "CASE WHEN split_part(c.doc_fingerprint, ':', 1) = f.digest THEN NULL ELSE c.metadata END "
+            f"FROM {table} AS c JOIN unnest(CAST(:ids AS text[]), CAST(:digests AS text[])) AS f(doc_id, digest) "
+            "ON c.doc_id = f.doc_id WHERE c.doc_id = ANY(:ids)"
+        ),
+        {"ids": doc_ids, "digests": digests},
     )
     return [StoredChunk(*r) for r in rows]  # the columns in the fields' order
+
+
+async def set_fingerprints(conn: AsyncConnection, table: str, fingerprints: list[tuple[str, str]]) -> None:
+    """(chunk id, fingerprint) pairs: unchanged chunks of a document that was rewritten in part take its new
+    fingerprint (their rows otherwise stay as they are, `seq` included)."""
+    if not fingerprints:
+        return
+    await conn.execute(
+        text(
+            f"UPDATE {table} AS c SET doc_fingerprint = f.fp FROM "
+            "unnest(CAST(:ids AS text[]), CAST(:fps AS text[])) AS f(chunk_id, fp) WHERE c.chunk_id = f.chunk_id"
+        ),
+        {"ids": [cid for cid, _ in fingerprints], "fps": [fp for _, fp in fingerprints]},
+    )
 
 
 async def embeddings_by_hash(conn: AsyncConnection, table: str, hashes: list[str]) -> dict[str, np.ndarray]:
@@ -114,15 +157,21 @@ def _kb_lock_key(kb_id: int) -> str:
     return f"kb-documents:{kb_id}"
 
 
-async def lock_documents(conn: AsyncConnection, kb_id: int, doc_ids: list[str]) -> None:
+async def lock_documents(
+    conn: AsyncConnection, kb_id: int, doc_ids: list[str], *, kb_shared_held: bool = False
+) -> None:
     """Serialise concurrent inserts of the same documents (transaction-scoped advisory locks, in order),
-    under the knowledge base's lock held shared (see `lock_all_documents`)."""
-    await conn.execute(
-        text("SELECT pg_advisory_xact_lock_shared(hashtextextended(:key, 0))"), {"key": _kb_lock_key(kb_id)}
-    )
-    await conn.execute(
+    under the knowledge base's lock held shared (see `lock_all_documents`), which is taken first unless
+    `kb_shared_held` says an earlier call of this transaction took it."""
+    if not kb_shared_held:
+        await conn.execute(
+            text("SELECT pg_advisory_xact_lock_shared(hashtextextended(:key, 0))"),
+            {"key": _kb_lock_key(kb_id)},
+        )
+    await conn.execute(  # one row back, not one per document (the locks are taken above the sort, in order)
         text(
-            "SELECT pg_advisory_xact_lock(:kb, hashtext(d)) FROM unnest(CAST(:ids AS text[])) AS d ORDER BY d"
+            "SELECT count(*) FROM (SELECT pg_advisory_xact_lock(:kb, hashtext(d)) "
+            "FROM unnest(CAST(:ids AS text[])) AS d ORDER BY d) AS locked"
         ),
         {"kb": kb_id, "ids": doc_ids},
     )
@@ -196,8 +245,32 @@ async def delete_chunks(conn: AsyncConnection, table: str, chunk_ids: list[str])
         await conn.execute(text(f"DELETE FROM {table} WHERE chunk_id = ANY(:ids)"), {"ids": chunk_ids})
 
 
-def _jsonb_dumps(value: Any) -> str:
-    return orjson.dumps(value).decode()
+def _text_field(value: str) -> bytes:
+    data = value.encode()
+    return _length(len(data)) + data
+
+
+def _copy_row(w: ChunkWrite) -> bytes:
+    """One chunk in binary COPY format: text fields as UTF-8, jsonb as version 1 and its text, the vector as
+    pgvector's binary (dimensions, unused, big-endian float4s)."""
+    metadata = orjson.dumps(w.metadata)
+    embedding = w.embedding.to_numpy() if isinstance(w.embedding, Vector) else w.embedding  # a stored one
+    vector = np.ascontiguousarray(embedding, dtype=">f4").reshape(-1)
+    return b"".join(
+        (
+            _COPY_FIELDS,
+            _text_field(w.chunk_id),
+            _text_field(w.doc_id),
+            _text_field(w.content),
+            _text_field(w.content_hash),
+            _length(len(metadata) + 1),
+            b"\x01",
+            metadata,
+            _vector_head(4 + 4 * len(vector), len(vector), 0),
+            vector.tobytes(),
+            _COPY_NULL if w.fingerprint is None else _text_field(w.fingerprint),
+        )
+    )
 
 
 async def copy_new_chunks(conn: AsyncConnection, table: str, writes: list[ChunkWrite]) -> None:
@@ -210,18 +283,14 @@ async def copy_new_chunks(conn: AsyncConnection, table: str, writes: list[ChunkW
         raw.cursor() as cursor,
         cursor.copy(f"COPY {table} ({_COPY_COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy,
     ):
-        copy.set_types(_COPY_TYPES)
+        buffer = bytearray(_COPY_SIGNATURE)
         for w in writes:
-            await copy.write_row(
-                (
-                    w.chunk_id,
-                    w.doc_id,
-                    w.content,
-                    w.content_hash,
-                    Jsonb(w.metadata, _jsonb_dumps),
-                    w.embedding,
-                )
-            )
+            buffer += _copy_row(w)
+            if len(buffer) >= _COPY_FLUSH:
+                await copy.write(bytes(buffer))
+                buffer.clear()
+        buffer += _COPY_TRAILER
+        await copy.write(bytes(buffer))
 
 
 async def upsert_chunks(conn: AsyncConnection, table: str, writes: list[ChunkWrite]) -> None:
@@ -230,11 +299,13 @@ async def upsert_chunks(conn: AsyncConnection, table: str, writes: list[ChunkWri
         return
     await conn.execute(
         text(
-            f"INSERT INTO {table} (chunk_id, doc_id, content, content_hash, metadata, embedding, updated_at) "
-            "VALUES (:chunk_id, :doc_id, :content, :content_hash, CAST(:metadata AS jsonb), :embedding, now()) "
+            f"INSERT INTO {table} (chunk_id, doc_id, content, content_hash, metadata, embedding, "
+            "doc_fingerprint, updated_at) VALUES (:chunk_id, :doc_id, :content, :content_hash, "
+            "CAST(:metadata AS jsonb), :embedding, :fingerprint, now()) "
             "ON CONFLICT (chunk_id) DO UPDATE SET doc_id = EXCLUDED.doc_id, content = EXCLUDED.content, "
             "content_hash = EXCLUDED.content_hash, metadata = EXCLUDED.metadata, "
-            "embedding = EXCLUDED.embedding, updated_at = now(), seq = EXCLUDED.seq"
+            "embedding = EXCLUDED.embedding, doc_fingerprint = EXCLUDED.doc_fingerprint, updated_at = now(), "
+            "seq = EXCLUDED.seq"
         ),
         [
             {
@@ -244,6 +315,7 @@ async def upsert_chunks(conn: AsyncConnection, table: str, writes: list[ChunkWri
                 "content_hash": w.content_hash,
                 "metadata": orjson.dumps(w.metadata).decode(),
                 "embedding": w.embedding,
+                "fingerprint": w.fingerprint,
             }
             for w in writes
         ],

@@ -163,12 +163,13 @@ async def finish(
     errors: list[dict[str, Any]],
     error: str | None,
     worker: str | None = None,
-) -> bool:
-    """Record how the job ended, if `worker` still runs it (False: it was taken over, or ended already)."""
+) -> JobRow | None:
+    """Record how the job ended, if `worker` still runs it; the job as recorded (None: it was taken over, or
+    ended already)."""
     result = await conn.execute(
         text(
             "UPDATE ingest_jobs SET state = :state, counts = CAST(:counts AS jsonb), errors = CAST(:errors AS jsonb), "
-            f"error = :error, finished_at = now(), updated_at = now() WHERE {_OWNED} RETURNING id"
+            f"error = :error, finished_at = now(), updated_at = now() WHERE {_OWNED} RETURNING {_COLUMNS}"
         ),
         {
             "id": job_id,
@@ -179,7 +180,8 @@ async def finish(
             "worker": worker,
         },
     )
-    return result.first() is not None
+    row = result.mappings().first()
+    return None if row is None else _row(row)
 
 
 async def take_lease(conn: AsyncConnection, job_id: str) -> bool:
