@@ -15,6 +15,7 @@ and then runs the app's lifespan shutdown (the runtime closes). What agentkb add
 
 from __future__ import annotations
 
+import gc
 import signal
 import socket
 from types import FrameType
@@ -25,12 +26,36 @@ import uvicorn
 from agentkb.runtime import ExitGuard
 from agentkb.service.lifecycle import Shutdown
 
+GC_YOUNG_THRESHOLD = 50_000  # allocations between young collections (CPython's default: 700)
+
+
+def settle_garbage_collector() -> None:
+    """Once a server process has started: what start-up made (modules, the app, its services: ~300,000
+    objects) moves to the collector's permanent generation (`gc.freeze`), so full collections no longer walk
+    it, and young collections run every 50,000 allocations instead of every 700. Measured: full collections
+    took 24–172 ms each as the heap grew, one inside almost every 1,000-row insert; re-inserting 6,000
+    unchanged rows went from 6,900–7,900 to 13,500–13,800 rows/s (docs/benchmarks.md)."""
+    gc.collect()
+    gc.freeze()
+    _, middle, old = gc.get_threshold()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, middle, old)
+
 
 class GracefulServer(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, shutdown: Shutdown, grace_s: float) -> None:
+    def __init__(
+        self, config: uvicorn.Config, shutdown: Shutdown, grace_s: float, *, settle_gc: bool = False
+    ) -> None:
+        """`settle_gc`: once started, tune this process's garbage collector (`settle_garbage_collector`);
+        for a server that owns its process (`agentkb serve`), not one in a thread of another program."""
         super().__init__(config)
         self.app_shutdown = shutdown
         self.guard = ExitGuard(grace_s)
+        self.settle_gc = settle_gc
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.settle_gc and self.started:
+            settle_garbage_collector()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         self.guard(sig)  # the second signal ends the process here
@@ -68,4 +93,4 @@ def make_server(app: Any, *, host: str, port: int, grace_s: float) -> GracefulSe
         # requests in flight get half the grace period; the runtime closes in the other half
         timeout_graceful_shutdown=grace_s / 2,  # type: ignore[arg-type]  # annotated int, used as a float
     )
-    return GracefulServer(config, app.state.shutdown, grace_s)
+    return GracefulServer(config, app.state.shutdown, grace_s, settle_gc=True)
