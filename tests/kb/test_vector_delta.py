@@ -20,6 +20,7 @@ from agentkb.storage.chunks import ChunkWrite
 from agentkb.storage.db import Database
 from tests.helpers import assert_problem
 from tests.openai_stub import OpenAIStub
+from tests.test_sql_api import sql
 
 P = "/api/projects/mindsdb"
 DIM = 16
@@ -210,3 +211,51 @@ def test_vectors_of_another_size_than_assumed_are_a_502_naming_both(
         assert r.status_code == 201, r.text
         r = client.put(f"{P}/knowledge_bases/{kb}_ok", json={"knowledge_base": {"rows": many[:3]}})
         assert r.status_code == 200, r.text
+
+
+async def test_an_explicit_rebuild_waits_for_a_running_merge(
+    served: Any, client: httpx.Client, pg_url: str, unique: str
+) -> None:
+    """`CREATE INDEX ON KNOWLEDGE_BASE … WITH (…)` while a background merge holds the table (here: its lock,
+    held by the test) waits for it: a merge's swap drops the table's other HNSW indexes, so a rebuild done
+    beside it could be replaced by an index built as asked before. Once the merge lets go, the rebuild's
+    index (with its options) is the one left."""
+    kb = f"rebuild_{unique}"
+    db = Database(pg_url, pool_size=2)
+    with OpenAIStub(dim=DIM) as stub:
+        r = client.post(
+            f"{P}/knowledge_bases",
+            json={"knowledge_base": {"name": kb, "embedding_model": stub.embedding_model(DIM)}},
+        )
+        assert r.status_code == 201, r.text
+        rows_in = [{"id": i, "content": f"text {i}"} for i in range(40)]
+        r = client.put(f"{P}/knowledge_bases/{kb}", json={"knowledge_base": {"rows": rows_in}})
+        assert r.status_code == 200, r.text
+        try:
+            async with db.read() as conn:
+                table = await conn.scalar(
+                    text("SELECT storage_table FROM knowledge_bases WHERE name = :n"), {"n": kb}
+                )
+                options = text("SELECT array_to_string(reloptions, ',') FROM pg_class WHERE relname = :i")
+                assert await conn.scalar(
+                    text("SELECT pg_try_advisory_lock(:c, hashtext(:t))"),
+                    {"c": vector_index.MERGE_LOCK_CLASS, "t": table},
+                )
+                rebuild = asyncio.create_task(
+                    asyncio.to_thread(
+                        sql, client, f"CREATE INDEX ON KNOWLEDGE_BASE {kb} WITH (m = 6, ef_construction = 12)"
+                    )
+                )
+                await asyncio.sleep(1.5)
+                assert not rebuild.done()  # waits while the merge runs
+                assert await conn.scalar(options, {"i": f"{table}_hnsw"}) is None  # the old index, untouched
+                await conn.execute(
+                    text("SELECT pg_advisory_unlock(:c, hashtext(:t))"),
+                    {"c": vector_index.MERGE_LOCK_CLASS, "t": table},
+                )
+                answer = await asyncio.wait_for(rebuild, 30)
+                assert answer["type"] == "ok", answer
+                assert await conn.scalar(options, {"i": f"{table}_hnsw"}) == "m=6,ef_construction=12"
+        finally:
+            client.delete(f"{P}/knowledge_bases/{kb}")
+            await db.close()

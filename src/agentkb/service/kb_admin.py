@@ -18,7 +18,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from agentkb.errors import BadRequest, kb_not_found
+from agentkb.errors import BadRequest, Conflict, kb_not_found
 from agentkb.kb.chunking import chunk_document, chunking_config, content_hash
 from agentkb.kb.documents import Document
 from agentkb.kb.embedders import config as embedding_config
@@ -261,13 +261,24 @@ class KnowledgeBaseAdmin:
         """`CREATE INDEX ON KNOWLEDGE_BASE <kb> [WITH (…)]`: REINDEX, or build the HNSW index with new
         `m` / `ef_construction` (kept in `params.vector_index`, so later bulk loads build it the same way)."""
         options = index_options(given)
-        async with self.db.transaction() as conn:
-            kb = await self._locked(conn, project_name, kb_name)
-            await chunks.rebuild_vector_index(
-                conn, kb.storage_table, kb.vector_dim, options or kb.params.get("vector_index")
-            )
-            if options is not None:
-                await repo.update(conn, kb.id, {"params": {**kb.params, "vector_index": options}})
+        async with self.db.read() as lock_conn:
+            table = await self._storage_table(lock_conn, project_name, kb_name)
+            async with chunks.merge_lock(lock_conn, table), self.db.transaction() as conn:
+                kb = await self._locked(conn, project_name, kb_name)
+                if kb.storage_table != table:  # dropped and created again meanwhile: lock the new table
+                    raise Conflict(f"Knowledge base {kb_name} was replaced meanwhile; try again")
+                await chunks.rebuild_vector_index(
+                    conn, kb.storage_table, kb.vector_dim, options or kb.params.get("vector_index")
+                )
+                if options is not None:
+                    await repo.update(conn, kb.id, {"params": {**kb.params, "vector_index": options}})
+
+    async def _storage_table(self, conn: AsyncConnection, project_name: str, kb_name: str) -> str:
+        project = await projects.resolve(conn, project_name)
+        kb = await repo.get(conn, project.id, kb_name) if is_identifier(kb_name) else None
+        if kb is None:
+            raise kb_not_found(kb_name)
+        return kb.storage_table
 
     async def last_job(self, kb: KnowledgeBaseRow) -> JobRow | None:
         """The KB's latest insert (DESCRIBE's INSERT_STARTED_AT, …, QUERY_ID)."""

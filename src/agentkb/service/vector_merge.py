@@ -27,7 +27,6 @@ from agentkb.storage import vector_index as vi
 from agentkb.storage.db import Database
 
 log = logging.getLogger("agentkb.ingest")
-LOCK_CLASS = 7_340_033  # advisory lock namespace of merges (key 2: hashtext of the table)
 # An exact scan of the delta costs every search about 1.25 ms of PostgreSQL per 1,000 rows (2,000 chunks of
 # 500 characters, 384-d: 2.5 ms execution; the same rows under HNSW: ~0.3 ms), and building their HNSW index
 # costs once about 0.3 ms per row (2,000 rows: 0.6 s): a delta of this many rows is merged.
@@ -104,7 +103,7 @@ class VectorIndexMerger:
         """One merge now, if due: "rebuilt", "merged", "none" (delta below `min_rows`) or "busy"."""
         async with self.db.engine.connect() as plain:
             conn = await plain.execution_options(isolation_level="AUTOCOMMIT")
-            key = {"c": LOCK_CLASS, "t": table}
+            key = {"c": vi.MERGE_LOCK_CLASS, "t": table}
             if not await conn.scalar(text("SELECT pg_try_advisory_lock(:c, hashtext(:t))"), key):
                 return "busy"
             try:

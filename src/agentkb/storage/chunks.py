@@ -77,8 +77,11 @@ async def rebuild_vector_index(
 ) -> None:
     """`CREATE INDEX ON KNOWLEDGE_BASE`: build the HNSW index again over every row (delta included), with
     new parameters when `options` are given, in the caller's transaction. The table's searches and writes
-    wait meanwhile."""
+    wait meanwhile. The caller holds `merge_lock(table)` (on another connection) until it commits."""
     await vector_index.rebuild(conn, table, dim, options)
+
+
+merge_lock = vector_index.merge_lock
 
 
 async def drop_chunk_table(conn: AsyncConnection, table: str) -> None:

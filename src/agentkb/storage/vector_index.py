@@ -15,8 +15,10 @@ stale (lower) W is still correct: the newer index's predicate is implied, and mo
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -24,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 MAX_VECTOR_INDEX_DIM = 2000  # pgvector indexes `vector` up to 2,000 dimensions, `halfvec` up to 4,000
 HNSW_OPTIONS = ("m", "ef_construction")
 STATE = "chunk_vector_indexes"
+MERGE_LOCK_CLASS = 7_340_033  # advisory locks of a table's merges and rebuilds (key 2: hashtext(table))
 CACHE_S = 2.0  # how long a process trusts a watermark it read (a stale one is correct, only slower)
 _cache: dict[str, tuple[int, float]] = {}
 
@@ -93,6 +96,22 @@ async def forget_table(conn: AsyncConnection, table: str) -> None:
     forget(table)
 
 
+@asynccontextmanager
+async def merge_lock(conn: AsyncConnection, table: str, poll_s: float = 0.05) -> AsyncIterator[None]:
+    """The table's merge lock (the one background merges take) on an autocommit connection, for an explicit
+    rebuild: a merge running meanwhile is waited for (else its swap, which drops the table's other HNSW
+    indexes, would replace the new index with one built as asked before), and one starting meanwhile finds
+    the lock taken. Polled, not waited for in one statement: a statement waiting holds a snapshot, which the
+    merge's CREATE INDEX CONCURRENTLY would wait for in turn (a deadlock)."""
+    key = {"c": MERGE_LOCK_CLASS, "t": table}
+    while not await conn.scalar(text("SELECT pg_try_advisory_lock(:c, hashtext(:t))"), key):
+        await asyncio.sleep(poll_s)
+    try:
+        yield
+    finally:
+        await conn.execute(text("SELECT pg_advisory_unlock(:c, hashtext(:t))"), key)
+
+
 async def sizes(conn: AsyncConnection, table: str, mark: int) -> tuple[int, int]:
     """(rows in the delta, rows in the index) — the latter PostgreSQL's estimate, the former exact."""
     delta = int(await conn.scalar(text(f"SELECT count(*) FROM {table} WHERE seq > :w"), {"w": mark}) or 0)
@@ -115,7 +134,8 @@ async def vector_indexes(conn: AsyncConnection, table: str) -> list[str]:
 
 
 async def rebuild(conn: AsyncConnection, table: str, dim: int, options: Mapping[str, int] | None) -> None:
-    """In the caller's transaction (writes and searches of the table wait): every row under a new index."""
+    """In the caller's transaction (writes and searches of the table wait): every row under a new index.
+    The caller holds the table's merge lock (`merge_lock`)."""
     for name in await vector_indexes(conn, table):
         await conn.execute(text(f"DROP INDEX {name}"))
     mark = int(await conn.scalar(text(f"SELECT coalesce(max(seq), 0) FROM {table}")) or 0)
