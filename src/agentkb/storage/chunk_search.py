@@ -64,7 +64,11 @@ def _query_vector(dim: int) -> str:
 _COLUMNS = "chunk_id, doc_id, content, metadata"
 
 
-def _statement(r: Retrieval) -> str:
+def _statement(r: Retrieval, ef: int) -> str:
+    """`ef`: the `hnsw.ef_search` the statement runs under. PostgreSQL may keep one generic plan of a
+    prepared statement, and whether that plan searches the HNSW index or scans the table depends on the
+    breadth it was planned under: the breadth is written in the text (a comment), so that each breadth gets
+    a plan of its own (as the watermark, also in the text, gives each extent of the index its own)."""
     t, where = r.table, r.where
     distance = f"{vector_expr(r.dim)} <=> {_query_vector(r.dim)}"
     parts = [
@@ -74,13 +78,18 @@ def _statement(r: Retrieval) -> str:
     ]
     if r.query is not None and r.vector_k:
         # the index's top-k over seq <= W, the delta's exact top-k (OFFSET 0 keeps that scan off the index),
-        # the best k of both
-        rows, mark = f"SELECT {_COLUMNS}, ({distance})::float8 AS distance FROM {t}", int(r.watermark)
+        # the best k of both, as (chunk_id, distance) pairs: an exact scan (the delta, or a table the
+        # planner scans rather than search its index) then carries narrow rows, and only the k winners'
+        # content and metadata are read. k is written in the text, not bound, so that PostgreSQL can keep
+        # one generic plan of the prepared statement instead of planning each search again.
+        k, mark = int(r.vector_k), int(r.watermark)
+        rows = f"SELECT chunk_id, {distance} AS distance FROM {t}"
         parts.append(
-            "SELECT * FROM (SELECT 'vector', chunk_id, doc_id, content, metadata, distance, 0::bigint, "
-            f"NULL::timestamptz FROM (({rows} WHERE seq <= {mark} AND ({where}) "
-            f"ORDER BY {distance} LIMIT :vk) UNION ALL (SELECT * FROM ({rows} WHERE seq > {mark} "
-            f"AND ({where}) OFFSET 0) delta ORDER BY distance LIMIT :vk)) hits ORDER BY distance LIMIT :vk) v"
+            "SELECT 'vector', c.chunk_id, c.doc_id, c.content, c.metadata, h.distance::float8, 0::bigint, "
+            f"NULL::timestamptz FROM (SELECT chunk_id, distance FROM (({rows} WHERE seq <= {mark} AND "
+            f"({where}) ORDER BY distance LIMIT {k}) UNION ALL (SELECT * FROM ({rows} WHERE seq > {mark} "
+            f"AND ({where}) OFFSET 0) delta ORDER BY distance LIMIT {k})) u ORDER BY distance LIMIT {k}) h "
+            f"JOIN {t} c ON c.chunk_id = h.chunk_id"
         )
     if r.query is not None and r.ids:
         parts.append(
@@ -93,7 +102,7 @@ def _statement(r: Retrieval) -> str:
             f"row_number() OVER (ORDER BY doc_id, chunk_id), NULL::timestamptz FROM {t} WHERE {where} "
             "ORDER BY doc_id, chunk_id LIMIT :limit OFFSET :offset) l"
         )
-    return " UNION ALL ".join(parts)
+    return f"/* ef_search {int(ef)} */ " + " UNION ALL ".join(parts)
 
 
 _BIND = re.compile(r"(?<![:\w\\]):(\w+)(?!:)")  # a `:name` parameter, as SQLAlchemy's text() finds them
@@ -139,7 +148,6 @@ async def retrieve(conn: AsyncConnection, r: Retrieval) -> Retrieved:
     params: dict[str, Any] = {**r.params, "kb_id": r.kb_id}
     if r.query is not None:
         params["qvec"] = r.query
-        params["vk"] = r.vector_k
     if r.ids:
         params["ids"] = r.ids
     if r.listing is not None:
@@ -161,7 +169,7 @@ async def retrieve(conn: AsyncConnection, r: Retrieval) -> Retrieved:
         else:
             restore = current_ef
     try:
-        rows = await _fetch(conn, _statement(r), params)
+        rows = await _fetch(conn, _statement(r, ef), params)
     finally:
         if restore is not None:
             await _set_ef_search(conn, restore)
