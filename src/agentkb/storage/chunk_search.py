@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb.storage import vector_index
 from agentkb.storage.chunks import vector_expr
-from agentkb.storage.db import EF_DEFAULT_INFO, EF_SEARCH_INFO, HNSW_EF_SEARCH, MAX_EF_SEARCH
+from agentkb.storage.db import EF_DEFAULT_INFO, EF_SEARCH_INFO, HNSW_EF_SEARCH, MAX_EF_SEARCH, TextArray
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +149,7 @@ async def retrieve(conn: AsyncConnection, r: Retrieval) -> Retrieved:
     if r.query is not None:
         params["qvec"] = r.query
     if r.ids:
-        params["ids"] = r.ids
+        params["ids"] = TextArray(r.ids)
     if r.listing is not None:
         params["limit"], params["offset"] = r.listing
     if r.query is not None and r.vector_k:

@@ -22,6 +22,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb.storage import vector_index
+from agentkb.storage.db import TextArray
 from agentkb.storage.vector_index import MAX_VECTOR_INDEX_DIM, distance_ops, vector_expr
 
 __all__ = ["MAX_VECTOR_INDEX_DIM", "distance_ops", "vector_expr"]
@@ -123,7 +124,7 @@ async def chunks_of_documents(
             f"FROM {table} AS c JOIN unnest(CAST(:ids AS text[]), CAST(:digests AS text[])) AS f(doc_id, digest) "
             "ON c.doc_id = f.doc_id WHERE c.doc_id = ANY(:ids)"
         ),
-        {"ids": doc_ids, "digests": digests},
+        {"ids": TextArray(doc_ids), "digests": TextArray(digests)},
     )
     return [StoredChunk(*r) for r in rows]  # the columns in the fields' order
 
@@ -138,7 +139,7 @@ async def set_fingerprints(conn: AsyncConnection, table: str, fingerprints: list
             f"UPDATE {table} AS c SET doc_fingerprint = f.fp FROM "
             "unnest(CAST(:ids AS text[]), CAST(:fps AS text[])) AS f(chunk_id, fp) WHERE c.chunk_id = f.chunk_id"
         ),
-        {"ids": [cid for cid, _ in fingerprints], "fps": [fp for _, fp in fingerprints]},
+        {"ids": TextArray(cid for cid, _ in fingerprints), "fps": TextArray(fp for _, fp in fingerprints)},
     )
 
 
@@ -151,7 +152,7 @@ async def embeddings_by_hash(conn: AsyncConnection, table: str, hashes: list[str
             f"SELECT DISTINCT ON (content_hash) content_hash, embedding FROM {table} "
             "WHERE content_hash = ANY(:hashes)"
         ),
-        {"hashes": hashes},
+        {"hashes": TextArray(hashes)},
     )
     return {r.content_hash: r.embedding for r in rows}
 
@@ -176,7 +177,7 @@ async def lock_documents(
             "SELECT count(*) FROM (SELECT pg_advisory_xact_lock(:kb, hashtext(d)) "
             "FROM unnest(CAST(:ids AS text[])) AS d ORDER BY d) AS locked"
         ),
-        {"kb": kb_id, "ids": doc_ids},
+        {"kb": kb_id, "ids": TextArray(doc_ids)},
     )
 
 
@@ -204,14 +205,14 @@ async def add_seen_documents(conn: AsyncConnection, doc_ids: list[str]) -> None:
             text(
                 f"INSERT INTO {SEEN_TABLE} (doc_id) SELECT unnest(CAST(:ids AS text[])) ON CONFLICT DO NOTHING"
             ),
-            {"ids": doc_ids},
+            {"ids": TextArray(doc_ids)},
         )
 
 
 async def seen_documents_among(conn: AsyncConnection, doc_ids: list[str]) -> set[str]:
     """Those of `doc_ids` that the temporary table holds."""
     rows = await conn.execute(
-        text(f"SELECT doc_id FROM {SEEN_TABLE} WHERE doc_id = ANY(:ids)"), {"ids": doc_ids}
+        text(f"SELECT doc_id FROM {SEEN_TABLE} WHERE doc_id = ANY(:ids)"), {"ids": TextArray(doc_ids)}
     )
     return {r.doc_id for r in rows}
 
@@ -239,13 +240,15 @@ async def delete_other_chunks(conn: AsyncConnection, table: str, doc_ids: list[s
     """Drop the chunks of `doc_ids` that are not in `keep` (a document that got shorter)."""
     await conn.execute(
         text(f"DELETE FROM {table} WHERE doc_id = ANY(:docs) AND NOT (chunk_id = ANY(:keep))"),
-        {"docs": doc_ids, "keep": keep},
+        {"docs": TextArray(doc_ids), "keep": TextArray(keep)},
     )
 
 
 async def delete_chunks(conn: AsyncConnection, table: str, chunk_ids: list[str]) -> None:
     if chunk_ids:
-        await conn.execute(text(f"DELETE FROM {table} WHERE chunk_id = ANY(:ids)"), {"ids": chunk_ids})
+        await conn.execute(
+            text(f"DELETE FROM {table} WHERE chunk_id = ANY(:ids)"), {"ids": TextArray(chunk_ids)}
+        )
 
 
 def _text_field(value: str) -> bytes:

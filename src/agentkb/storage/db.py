@@ -8,6 +8,7 @@ from typing import Any
 
 import orjson
 from pgvector.psycopg import register_vector_async
+from psycopg.types.array import ListBinaryDumper
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
@@ -33,8 +34,16 @@ def session_settings(ef_search: int = HNSW_EF_SEARCH) -> dict[str, str]:
     return {"hnsw.ef_search": str(ef_search), "hnsw.iterative_scan": "relaxed_order"}
 
 
+class TextArray(list[str | None]):
+    """A list of strings bound as one `text[]` parameter in PostgreSQL's binary array format. psycopg sends a
+    plain list of `str` in the text format, built element by element in Python: about 2.2 ms per 1,000
+    strings here, against 0.6 ms in the binary format (an insert of 1,000 documents binds several such
+    lists)."""
+
+
 async def _on_connect(conn: Any, settings: dict[str, str]) -> None:
     await register_vector_async(conn)
+    conn.adapters.register_dumper(TextArray, ListBinaryDumper)
     for name, value in settings.items():
         await conn.execute("SELECT set_config(%s, %s, false)", (name, value))
     await conn.commit()
