@@ -56,3 +56,24 @@ def test_the_cache_is_bounded() -> None:
 def test_a_statement_the_parser_refuses_still_raises() -> None:
     with pytest.raises(Exception):  # noqa: B017, PT011 - the parser's own error types
         StatementCache().parse("SELECT * FROM kb WHERE content = 'x' AND AND")
+
+
+def test_an_agents_kb_queries_are_parsed_once_per_shape(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`parse_kb_statement` (the agent's `kb_query_tool`, `parse_kb_select`) goes through a shape cache: the
+    parser runs for the first statement of a shape only, and each answer is the parser's own, a copy of
+    its own."""
+    from agentkb.sql import kbquery, statements
+
+    calls: list[str] = []
+
+    def counting(sql: str) -> ast.ASTNode:
+        calls.append(sql)
+        return parse_sql(sql)
+
+    monkeypatch.setattr(kbquery, "_STATEMENTS", StatementCache())
+    monkeypatch.setattr(statements, "parse_sql", counting)
+    trees = [kbquery.parse_kb_statement(f"```sql\n{sql}\n```") for sql in SAME_SHAPE]
+    assert trees == [parse_sql(sql) for sql in SAME_SHAPE]
+    assert len(calls) == 2  # the first statement and its shape; the other two from the cache
+    trees[1].limit = ast.Constant(99)
+    assert kbquery.parse_kb_statement(SAME_SHAPE[1]) == parse_sql(SAME_SHAPE[1])

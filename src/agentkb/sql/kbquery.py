@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from mindsdb_sql_parser import ast, parse_sql
+from mindsdb_sql_parser import ast
 
 from agentkb.errors import BadRequest
 from agentkb.kb.filters import FilterOp
@@ -35,6 +35,7 @@ from agentkb.sql.kbsearch import (
     KBQuery,
     assemble,
 )
+from agentkb.sql.statements import StatementCache
 
 __all__ = [
     "CONTENT_COLUMNS",
@@ -92,6 +93,11 @@ def parse_kb_select(
     return parse_kb_select_ast(parse_kb_statement(sql), default_project, params=params)
 
 
+_STATEMENTS = (
+    StatementCache()
+)  # an agent's KB queries differ in their string constants: parsed once per shape
+
+
 def parse_kb_statement(sql: str) -> ast.ASTNode:
     """The statement of `sql` (its `$START$`/`$STOP$` wrappers and code fences dropped), not yet checked as
     a KB SELECT; `BadRequest` when it is empty or does not parse."""
@@ -99,7 +105,7 @@ def parse_kb_statement(sql: str) -> ast.ASTNode:
     if not text:
         raise BadRequest("Empty query: expected a SELECT over a knowledge base")
     try:
-        return parse_sql(text)
+        return _STATEMENTS.parse(text)
     except Exception as e:  # the parser raises ParsingException, and TypeError on some bad input
         raise BadRequest(f"Invalid SQL: {e}") from e
 
