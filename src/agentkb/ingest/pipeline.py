@@ -4,9 +4,10 @@ Per batch: chunk the documents, lock them (advisory locks, so concurrent inserts
 serialise; an insert of more than `LOCKED_DOCUMENTS` documents locks the whole knowledge base instead, as
 PostgreSQL's lock table is bounded), diff against what is stored, reuse stored vectors of identical text (by content hash), embed
 only new text, then replace each document's chunks: chunks whose ids are not stored go in with one binary
-`COPY`, the others are upserted. Embedding of batch N overlaps the write of batch N-1. Vectors whose size is
-not the table's (a size assumed from a model name that the provider does not keep) fail the insert with a
-502 naming both sizes, before anything of the batch is written.
+`COPY`, the others are upserted. Embedding of batch N overlaps the write of batch N-1, and within a batch
+the texts are embedded in parts (`EMBED_PART`), each written as soon as its vectors are back. Vectors whose
+size is not the table's (a size assumed from a model name that the provider does not keep) fail the insert
+with a 502 naming both sizes; the caller's transaction is rolled back, so nothing is kept.
 
 MindsDB's insert options (`INSERT ... USING`): `skip_existing` (`kb_skip_existing`) leaves documents whose id is
 already stored as they are, neither embedded nor written; `no_upsert` (`kb_no_upsert`, for a first load) reads
@@ -71,6 +72,7 @@ def _count(stats: IngestStats) -> None:
 LOCKED_DOCUMENTS = (
     1_000  # documents an insert locks one by one; past that, the whole KB (`lock_all_documents`)
 )
+EMBED_PART = 256  # texts per embedding request of a batch: a part is written while the next ones are embedded
 SEEN_IN_MEMORY = 100_000  # document ids an insert keeps in memory (~10 MB); past that, a temporary table
 
 
@@ -270,10 +272,16 @@ class Ingestor:
         await self.seen.add(doc_ids)
         return plan
 
-    async def _embed(self, plan: _Plan) -> dict[str, np.ndarray]:
-        if not plan.to_embed:
-            return {}
-        vectors = await self.embedder.embed_documents([c.content for c in plan.to_embed])
+    def _embed(self, plan: _Plan) -> list[asyncio.Task[dict[str, np.ndarray]]]:
+        """The batch's new texts embedded in parts of `EMBED_PART`, requested at once: the write of a part
+        starts as soon as its vectors are back, while the embedder works on the next ones."""
+        return [
+            asyncio.create_task(self._embed_part(plan.to_embed[i : i + EMBED_PART]))
+            for i in range(0, len(plan.to_embed), EMBED_PART)
+        ]
+
+    async def _embed_part(self, part: list[Chunk]) -> dict[str, np.ndarray]:
+        vectors = await self.embedder.embed_documents([c.content for c in part])
         if self.dim is not None and vectors.shape[1] != self.dim:
             raise UpstreamError(
                 f"Embedding model {self.embedder.name!r} returned vectors of {vectors.shape[1]} dimensions, but "
@@ -282,30 +290,40 @@ class Ingestor:
                 f"'embedding_model.dimensions': {vectors.shape[1]}, or use a model that returns {self.dim}.",
                 title="Embedding size mismatch",
             )
-        return {c.content_hash: vectors[i] for i, c in enumerate(plan.to_embed)}
+        return {c.content_hash: vectors[i] for i, c in enumerate(part)}
 
-    async def _write(self, plan: _Plan, embedded: dict[str, np.ndarray]) -> None:
-        vectors = {**plan.vectors, **embedded}
+    async def _write(self, plan: _Plan, parts: list[asyncio.Task[dict[str, np.ndarray]]]) -> None:
+        vectors = dict(plan.vectors)
         # the documents' locks are held since `_plan` read what they store: only those that lost chunks, and
         # those this request wrote before (their earlier chunks may postdate that read), can hold others
         replaced = sorted({*plan.rewritten, *plan.shrunk})
         if replaced:
             await store.delete_other_chunks(self.conn, self.table, replaced, plan.keep)
-        rows = [
-            ChunkWrite(
-                c.chunk_id,
-                c.doc_id,
-                c.content,
-                c.content_hash,
-                c.metadata,
-                vectors[c.content_hash],
-                plan.fingerprints.get(c.doc_id),
-            )
-            for c in plan.writes
-        ]
         await store.set_fingerprints(self.conn, self.table, plan.refingerprint)
-        await store.copy_new_chunks(self.conn, self.table, [w for w in rows if w.chunk_id in plan.fresh])
-        await store.upsert_chunks(self.conn, self.table, [w for w in rows if w.chunk_id not in plan.fresh])
+        # chunks written with the part that embeds their text (those with stored vectors, with the first)
+        part_of = {c.content_hash: i // EMBED_PART for i, c in enumerate(plan.to_embed)}
+        groups: list[list[Chunk]] = [[] for _ in range(max(len(parts), 1))]
+        for chunk in plan.writes:
+            groups[part_of.get(chunk.content_hash, 0)].append(chunk)
+        for i, group in enumerate(groups):
+            if i < len(parts):
+                vectors.update(await parts[i])
+            rows = [
+                ChunkWrite(
+                    c.chunk_id,
+                    c.doc_id,
+                    c.content,
+                    c.content_hash,
+                    c.metadata,
+                    vectors[c.content_hash],
+                    plan.fingerprints.get(c.doc_id),
+                )
+                for c in group
+            ]
+            await store.copy_new_chunks(self.conn, self.table, [w for w in rows if w.chunk_id in plan.fresh])
+            await store.upsert_chunks(
+                self.conn, self.table, [w for w in rows if w.chunk_id not in plan.fresh]
+            )
         plan.stats.written = len(plan.writes)
         self.stats.add(plan.stats)
         _count(plan.stats)
@@ -313,24 +331,25 @@ class Ingestor:
             await self.on_batch(self.stats)
 
     async def run(self, batches: AsyncIterator[list[Document]]) -> IngestStats:
-        pending: tuple[_Plan, asyncio.Task[dict[str, np.ndarray]]] | None = None
+        pending: tuple[_Plan, list[asyncio.Task[dict[str, np.ndarray]]]] | None = None
         try:
             async for documents in batches:
                 if not documents:
                     continue
                 plan = await self._plan(documents)
-                task = asyncio.create_task(self._embed(plan))
+                parts = self._embed(plan)
                 if pending is not None:
-                    await self._write(pending[0], await pending[1])
-                pending = (plan, task)
+                    await self._write(*pending)
+                pending = (plan, parts)
             if pending is not None:
-                await self._write(pending[0], await pending[1])
+                await self._write(*pending)
                 pending = None
         finally:
-            if pending is not None:
-                if pending[1].done():
-                    if not pending[1].cancelled():
-                        pending[1].exception()  # mark a failure we are abandoning as observed
+            abandoned: list[asyncio.Task[dict[str, np.ndarray]]] = pending[1] if pending is not None else []
+            for part in abandoned:
+                if part.done():
+                    if not part.cancelled():
+                        part.exception()  # mark a failure we are abandoning as observed
                 else:
-                    pending[1].cancel()
+                    part.cancel()
         return self.stats
