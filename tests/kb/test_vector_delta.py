@@ -237,10 +237,7 @@ async def test_an_explicit_rebuild_waits_for_a_running_merge(
                     text("SELECT storage_table FROM knowledge_bases WHERE name = :n"), {"n": kb}
                 )
                 options = text("SELECT array_to_string(reloptions, ',') FROM pg_class WHERE relname = :i")
-                assert await conn.scalar(
-                    text("SELECT pg_try_advisory_lock(:c, hashtext(:t))"),
-                    {"c": vector_index.MERGE_LOCK_CLASS, "t": table},
-                )
+                assert await vector_index.try_merge_lock(conn, table)  # as a running merge holds it
                 rebuild = asyncio.create_task(
                     asyncio.to_thread(
                         sql, client, f"CREATE INDEX ON KNOWLEDGE_BASE {kb} WITH (m = 6, ef_construction = 12)"
@@ -249,10 +246,7 @@ async def test_an_explicit_rebuild_waits_for_a_running_merge(
                 await asyncio.sleep(1.5)
                 assert not rebuild.done()  # waits while the merge runs
                 assert await conn.scalar(options, {"i": f"{table}_hnsw"}) is None  # the old index, untouched
-                await conn.execute(
-                    text("SELECT pg_advisory_unlock(:c, hashtext(:t))"),
-                    {"c": vector_index.MERGE_LOCK_CLASS, "t": table},
-                )
+                await vector_index.merge_unlock(conn, table)
                 answer = await asyncio.wait_for(rebuild, 30)
                 assert answer["type"] == "ok", answer
                 assert await conn.scalar(options, {"i": f"{table}_hnsw"}) == "m=6,ef_construction=12"

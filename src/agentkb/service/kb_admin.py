@@ -196,8 +196,17 @@ class KnowledgeBaseAdmin:
 
     async def _locked(self, conn: AsyncConnection, project_name: str, kb_name: str) -> KnowledgeBaseRow:
         """The KB, its row locked (inserts take the same lock: they wait, and are waited for)."""
+        return await self._find(conn, project_name, kb_name, for_update=True)
+
+    async def _find(
+        self, conn: AsyncConnection, project_name: str, kb_name: str, *, for_update: bool = False
+    ) -> KnowledgeBaseRow:
         project = await projects.resolve(conn, project_name)
-        kb = await repo.get(conn, project.id, kb_name, for_update=True) if is_identifier(kb_name) else None
+        kb = (
+            await repo.get(conn, project.id, kb_name, for_update=for_update)
+            if is_identifier(kb_name)
+            else None
+        )
         if kb is None:
             raise kb_not_found(kb_name)
         return kb
@@ -262,7 +271,7 @@ class KnowledgeBaseAdmin:
         `m` / `ef_construction` (kept in `params.vector_index`, so later bulk loads build it the same way)."""
         options = index_options(given)
         async with self.db.read() as lock_conn:
-            table = await self._storage_table(lock_conn, project_name, kb_name)
+            table = (await self._find(lock_conn, project_name, kb_name)).storage_table
             async with chunks.merge_lock(lock_conn, table), self.db.transaction() as conn:
                 kb = await self._locked(conn, project_name, kb_name)
                 if kb.storage_table != table:  # dropped and created again meanwhile: lock the new table
@@ -272,13 +281,6 @@ class KnowledgeBaseAdmin:
                 )
                 if options is not None:
                     await repo.update(conn, kb.id, {"params": {**kb.params, "vector_index": options}})
-
-    async def _storage_table(self, conn: AsyncConnection, project_name: str, kb_name: str) -> str:
-        project = await projects.resolve(conn, project_name)
-        kb = await repo.get(conn, project.id, kb_name) if is_identifier(kb_name) else None
-        if kb is None:
-            raise kb_not_found(kb_name)
-        return kb.storage_table
 
     async def last_job(self, kb: KnowledgeBaseRow) -> JobRow | None:
         """The KB's latest insert (DESCRIBE's INSERT_STARTED_AT, …, QUERY_ID)."""

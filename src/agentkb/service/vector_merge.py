@@ -103,8 +103,7 @@ class VectorIndexMerger:
         """One merge now, if due: "rebuilt", "merged", "none" (delta below `min_rows`) or "busy"."""
         async with self.db.engine.connect() as plain:
             conn = await plain.execution_options(isolation_level="AUTOCOMMIT")
-            key = {"c": vi.MERGE_LOCK_CLASS, "t": table}
-            if not await conn.scalar(text("SELECT pg_try_advisory_lock(:c, hashtext(:t))"), key):
+            if not await vi.try_merge_lock(conn, table):
                 return "busy"
             try:
                 if await conn.scalar(text("SELECT to_regclass(:t) IS NULL"), {"t": table}):
@@ -125,7 +124,7 @@ class VectorIndexMerger:
                 )  # `seq` statistics: searches scan the delta by index
                 return outcome
             finally:
-                await conn.execute(text("SELECT pg_advisory_unlock(:c, hashtext(:t))"), key)
+                await vi.merge_unlock(conn, table)
 
     async def _rebuild(self, conn: AsyncConnection, target: Target) -> None:
         table = target.table

@@ -93,9 +93,8 @@ def parse_kb_select(
     return parse_kb_select_ast(parse_kb_statement(sql), default_project, params=params)
 
 
-_STATEMENTS = (
-    StatementCache()
-)  # an agent's KB queries differ in their string constants: parsed once per shape
+# an agent's KB queries differ in their string constants: parsed once per shape
+_STATEMENTS = StatementCache()
 
 
 def parse_kb_statement(sql: str) -> ast.ASTNode:

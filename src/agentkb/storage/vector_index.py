@@ -96,6 +96,18 @@ async def forget_table(conn: AsyncConnection, table: str) -> None:
     forget(table)
 
 
+async def try_merge_lock(conn: AsyncConnection, table: str) -> bool:
+    """Take the table's merge lock (session-level) if no one holds it; whether it was taken."""
+    key = {"c": MERGE_LOCK_CLASS, "t": table}
+    return bool(await conn.scalar(text("SELECT pg_try_advisory_lock(:c, hashtext(:t))"), key))
+
+
+async def merge_unlock(conn: AsyncConnection, table: str) -> None:
+    await conn.execute(
+        text("SELECT pg_advisory_unlock(:c, hashtext(:t))"), {"c": MERGE_LOCK_CLASS, "t": table}
+    )
+
+
 @asynccontextmanager
 async def merge_lock(conn: AsyncConnection, table: str, poll_s: float = 0.05) -> AsyncIterator[None]:
     """The table's merge lock (the one background merges take) on an autocommit connection, for an explicit
@@ -103,13 +115,12 @@ async def merge_lock(conn: AsyncConnection, table: str, poll_s: float = 0.05) ->
     indexes, would replace the new index with one built as asked before), and one starting meanwhile finds
     the lock taken. Polled, not waited for in one statement: a statement waiting holds a snapshot, which the
     merge's CREATE INDEX CONCURRENTLY would wait for in turn (a deadlock)."""
-    key = {"c": MERGE_LOCK_CLASS, "t": table}
-    while not await conn.scalar(text("SELECT pg_try_advisory_lock(:c, hashtext(:t))"), key):
+    while not await try_merge_lock(conn, table):
         await asyncio.sleep(poll_s)
     try:
         yield
     finally:
-        await conn.execute(text("SELECT pg_advisory_unlock(:c, hashtext(:t))"), key)
+        await merge_unlock(conn, table)
 
 
 async def sizes(conn: AsyncConnection, table: str, mark: int) -> tuple[int, int]:
