@@ -80,7 +80,10 @@ async def test_delta_is_searched_exactly_and_merges_keep_results(
         for q in queries:  # the delta is scanned exactly
             assert await top(db, table, q) == await exact(db, table, q)
 
-        merger = VectorIndexMerger(db, min_rows=100)
+        # a table smaller than the planner would search by index is not indexed (PostgreSQL scans it)
+        assert await VectorIndexMerger(db, min_rows=100, min_table_rows=301).merge(table, DIM, None) == "none"
+        assert await state(db, table) == (0, [f"{table}_hnsw"], 300)
+        merger = VectorIndexMerger(db, min_rows=100, min_table_rows=300)
         assert await merger.merge(table, DIM, {"m": 8, "ef_construction": 40}) == "rebuilt"
         assert await state(db, table) == (300, [f"{table}_hnsw"], 0)
         async with db.connect() as conn:
@@ -97,8 +100,8 @@ async def test_delta_is_searched_exactly_and_merges_keep_results(
         assert (await state(db, table))[2] == 60
         for q in queries:
             assert await top(db, table, q) == await exact(db, table, q)
-        assert await VectorIndexMerger(db, min_rows=100).merge(table, DIM, None) == "none"  # small delta
-        incremental = VectorIndexMerger(db, min_rows=50, rebuild_fraction=1.0, batch=25)
+        assert await VectorIndexMerger(db, min_rows=100, min_table_rows=0).merge(table, DIM, None) == "none"
+        incremental = VectorIndexMerger(db, min_rows=50, min_table_rows=0, rebuild_fraction=1.0, batch=25)
         assert await incremental.merge(table, DIM, None) == "merged"
         assert await state(db, table) == (300, [f"{table}_hnsw"], 0)
         for q in queries:
@@ -121,7 +124,7 @@ async def test_a_merge_waits_until_inserts_settle(served: Any, pg_url: str, uniq
     db = Database(pg_url, pool_size=2)
     table = f"kb_chunks_settle_{unique}"
     rng = np.random.default_rng(3)
-    merger = VectorIndexMerger(db, min_rows=100, settle_s=2.0)
+    merger = VectorIndexMerger(db, min_rows=100, min_table_rows=0, settle_s=2.0)
     try:
         async with db.transaction() as conn:
             await chunks.create_chunk_table(conn, table, DIM)
