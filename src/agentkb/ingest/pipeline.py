@@ -332,6 +332,7 @@ class Ingestor:
 
     async def run(self, batches: AsyncIterator[list[Document]]) -> IngestStats:
         pending: tuple[_Plan, list[asyncio.Task[dict[str, np.ndarray]]]] | None = None
+        await store.plan_with_given_lists(self.conn)
         try:
             async for documents in batches:
                 if not documents:

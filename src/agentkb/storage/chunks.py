@@ -110,6 +110,16 @@ class ChunkWrite:
     fingerprint: str | None = None  # its document's (`StoredChunk.fingerprint`)
 
 
+async def plan_with_given_lists(conn: AsyncConnection) -> None:
+    """For the rest of the transaction, PostgreSQL plans each statement for the parameters it runs with. A batch
+    write's statements bind lists of ids (one to thousands) that decide the plan: psycopg prepares a statement
+    run often, and after five runs PostgreSQL may keep one generic plan, made for a list of unknown length. For
+    the look-up of 1,000 documents' stored chunks in a table of 2,000 that plan took 282 ms against 2.9 ms
+    planned with the list (re-inserting unchanged rows went from 30 to 87 ms per 1,000 after a dozen requests).
+    Planning each costs a fraction of a millisecond, once per batch."""
+    await conn.execute(text("SET LOCAL plan_cache_mode = force_custom_plan"))
+
+
 async def chunks_of_documents(
     conn: AsyncConnection, table: str, doc_ids: list[str], digests: list[str | None] | None = None
 ) -> list[StoredChunk]:

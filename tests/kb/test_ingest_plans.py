@@ -1,0 +1,76 @@
+"""An insert's statements bind lists of ids whose length decides their plan (`storage.chunks.
+plan_with_given_lists`): PostgreSQL plans them for the list at hand however often they run, never with a generic
+plan kept for a prepared statement (made for a list of unknown length, it took 100 times longer for 1,000
+documents). Real PostgreSQL + pgvector; the embedding server is the OpenAI-compatible stub."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import text
+
+from agentkb.ingest.pipeline import Ingestor
+from agentkb.ingest.request import row_batches
+from agentkb.kb.chunking import ChunkingConfig
+from agentkb.kb.documents import ColumnSpec
+from agentkb.kb.embedders.registry import EmbedderRegistry
+from agentkb.storage import chunks
+from agentkb.storage.db import Database
+from tests.openai_stub import OpenAIStub
+
+DIM = 8
+RUNS = 12  # psycopg prepares a statement after its fifth run; PostgreSQL may go generic after five more
+
+
+async def test_the_statements_of_repeated_inserts_are_planned_for_their_lists(
+    served: Any, pg_url: str, unique: str
+) -> None:
+    db = Database(pg_url, pool_size=1)
+    table = f"kb_chunks_plans_{unique}"
+    rows = [{"id": i, "content": f"document {i} of the plans test"} for i in range(600)]
+    spec = ColumnSpec("id", ("content",), None)
+    registry = EmbedderRegistry()
+    with OpenAIStub(dim=DIM) as stub:
+        embedder = registry.get(stub.embedding_model(DIM))
+        try:
+            async with db.transaction() as conn:
+                await chunks.create_chunk_table(conn, table, DIM)
+            modes: list[str] = []
+            for _ in range(RUNS):  # the same documents again and again: nothing changes after the first
+                async with db.transaction() as conn:
+                    ingestor = Ingestor(conn, 1, table, embedder, ChunkingConfig(), dim=DIM)
+
+                    async def batches() -> Any:
+                        # read inside the insert's transaction, after `run` started and before its first batch
+                        modes.append(str(await conn.scalar(text("SHOW plan_cache_mode"))))
+                        async for batch in row_batches(rows, spec):
+                            yield batch
+
+                    stats = await ingestor.run(batches())
+                    assert stats.documents == 600
+            assert stub.texts == 600  # embedded once: the later runs found every chunk unchanged
+            assert set(modes) == {"force_custom_plan"}
+            async with db.connect() as conn:  # the same pooled session: its prepared statements
+                assert (
+                    await conn.scalar(text("SHOW plan_cache_mode")) == "auto"
+                )  # SET LOCAL: this transaction only
+                generic = (
+                    await conn.execute(
+                        text(
+                            "SELECT statement, generic_plans FROM pg_prepared_statements "
+                            "WHERE statement LIKE :t AND generic_plans > 0"
+                        ),
+                        {"t": f"%{table}%"},
+                    )
+                ).all()
+                prepared = await conn.scalar(
+                    text("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE :t"),
+                    {"t": f"%{table}%"},
+                )
+            assert prepared, "psycopg prepared none of the insert's statements: the runs did not repeat them"
+            assert generic == []
+        finally:
+            async with db.transaction() as conn:
+                await chunks.drop_chunk_table(conn, table)
+            await registry.aclose()
+            await db.close()
