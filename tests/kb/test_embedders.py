@@ -188,12 +188,13 @@ async def test_openai_credentials_in_the_url_are_basic_auth(api: OpenAIStub) -> 
     assert request.path.endswith("/embeddings")
 
 
+@pytest.mark.parametrize("embedding", ["nope", "AAAA!AAA", "AAAA AAA"])  # 3 bytes; not base64 (twice)
 async def test_openai_malformed_response_is_upstream_error(
-    api: OpenAIStub, openai_embedder: OpenAIEmbedder
+    api: OpenAIStub, openai_embedder: OpenAIEmbedder, embedding: str
 ) -> None:
-    api.script_embeddings(Scripted(200, {"data": [{"index": 0, "embedding": "nope"}]}))
+    api.script_embeddings(Scripted(200, {"data": [{"index": 0, "embedding": embedding}]}))
     with pytest.raises(UpstreamError, match="malformed"):
-        await openai_embedder.embed_query("hello")
+        await openai_embedder.embed_query(f"hello {embedding}")
 
 
 async def test_openai_asks_for_base64_and_reads_float_lists_too(

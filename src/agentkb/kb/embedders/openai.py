@@ -1,8 +1,10 @@
 """Embeddings from any OpenAI-compatible `/v1/embeddings` API (OpenAI, Ollama, vLLM, TEI).
 
-Vectors are asked for as `encoding_format: "base64"` (little-endian float32, decoded with NumPy: several
-times cheaper than parsing JSON floats); a server that answers with float lists anyway is read as well, and
-one that refuses the field (a 4xx naming it) is asked again without it, for as long as this embedder lives.
+Vectors are asked for as `encoding_format: "base64"` (little-endian float32, decoded with pybase64's SIMD
+decoder and NumPy: several times cheaper than parsing JSON floats; the standard library's decoder took 4.3
+ms per 1,000 384-d vectors, a tenth of the server's CPU in an insert, pybase64 0.5 ms); a server that answers
+with float lists anyway is read as well, and one that refuses the field (a 4xx naming it) is asked again
+without it, for as long as this embedder lives.
 
 Requests go through aiohttp (one session shared by the API embedders, `HTTPSession`): per request it costs
 about a quarter of httpx's CPU (0.34–0.41 ms against 1.28–1.42 ms measured against the benchmarks' stub),
@@ -15,7 +17,6 @@ in a worker thread — about an eighth of the server's CPU per SQL KB search.
 from __future__ import annotations
 
 import asyncio
-import base64
 import binascii
 import contextlib
 import logging
@@ -28,6 +29,7 @@ import aiohttp
 import aiohttp.helpers
 import numpy as np
 import orjson
+import pybase64
 import yarl
 
 from agentkb.credentials import openai_env_key
@@ -336,7 +338,7 @@ class OpenAIEmbedder(Embedder):
 def _decode(embeddings: list[Any]) -> np.ndarray:
     """Base64 strings (little-endian float32) or float lists, as one (n, dim) float32 array."""
     if embeddings and all(isinstance(e, str) for e in embeddings):
-        raw = [base64.b64decode(e, validate=True) for e in embeddings]
+        raw = [pybase64.b64decode(e, validate=True) for e in embeddings]  # binascii.Error when malformed
         if len({len(r) for r in raw}) != 1 or len(raw[0]) % 4:
             raise ValueError("base64 embeddings of unequal or non-float32 sizes")
         return np.frombuffer(b"".join(raw), dtype="<f4").reshape(len(raw), -1).astype(np.float32)
