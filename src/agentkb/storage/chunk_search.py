@@ -4,21 +4,24 @@ all in one statement (one round trip; the delta's watermark is read through a sh
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
-import psycopg
 from sqlalchemy import text
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb.storage import vector_index
 from agentkb.storage.chunks import vector_expr
-from agentkb.storage.db import EF_DEFAULT_INFO, EF_SEARCH_INFO, HNSW_EF_SEARCH, MAX_EF_SEARCH, TextArray
+from agentkb.storage.db import (
+    EF_DEFAULT_INFO,
+    EF_SEARCH_INFO,
+    HNSW_EF_SEARCH,
+    MAX_EF_SEARCH,
+    TextArray,
+    fetch_tuples,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,34 +108,6 @@ def _statement(r: Retrieval, ef: int) -> str:
     return f"/* ef_search {int(ef)} */ " + " UNION ALL ".join(parts)
 
 
-_BIND = re.compile(r"(?<![:\w\\]):(\w+)(?!:)")  # a `:name` parameter, as SQLAlchemy's text() finds them
-
-
-@lru_cache(maxsize=512)
-def _driver_sql(statement: str) -> str:
-    """The statement in psycopg's parameter style (`%(name)s`; a literal `%` doubled)."""
-    return _BIND.sub(r"%(\1)s", statement.replace("%", "%%"))
-
-
-async def _fetch(conn: AsyncConnection, statement: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-    """The statement's rows as tuples, run on the pooled connection's psycopg connection itself: the search
-    statement is the hot path, and SQLAlchemy's execution layer (compiled-statement lookup, execution
-    context, result metadata, Row objects) costs more than psycopg's own work here. psycopg prepares it
-    after a few runs, as through SQLAlchemy; errors surface as SQLAlchemy's (`ProgrammingError` with the
-    psycopg error as `orig`, as callers expect)."""
-    raw = await conn.get_raw_connection()
-    driver: psycopg.AsyncConnection[Any] = raw.driver_connection  # type: ignore[assignment]
-    sql = _driver_sql(statement)
-    try:
-        async with driver.cursor() as cursor:
-            await cursor.execute(sql, params)
-            return await cursor.fetchall()
-    except psycopg.Error as exc:
-        if driver.broken:
-            await conn.invalidate(exc)
-        raise DBAPIError.instance(sql, params, exc, psycopg.Error) from exc
-
-
 async def _set_ef_search(conn: AsyncConnection, ef: int) -> None:
     await conn.execute(text("SELECT set_config('hnsw.ef_search', :ef, false)"), {"ef": str(ef)})
 
@@ -169,7 +144,7 @@ async def retrieve(conn: AsyncConnection, r: Retrieval) -> Retrieved:
         else:
             restore = current_ef
     try:
-        rows = await _fetch(conn, _statement(r, ef), params)
+        rows = await fetch_tuples(conn, _statement(r, ef), params)
     finally:
         if restore is not None:
             await _set_ef_search(conn, restore)

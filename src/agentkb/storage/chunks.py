@@ -22,7 +22,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb.storage import vector_index
-from agentkb.storage.db import TextArray
+from agentkb.storage.db import TextArray, fetch_tuples
 from agentkb.storage.vector_index import MAX_VECTOR_INDEX_DIM, distance_ops, vector_expr
 
 __all__ = ["MAX_VECTOR_INDEX_DIM", "distance_ops", "vector_expr"]
@@ -127,13 +127,12 @@ async def chunks_of_documents(
     its document's digest comes without its metadata (what it was made from is what the caller has)."""
     if digests is None:
         digests = [None] * len(doc_ids)
-    rows = await conn.execute(
-        text(
-            "SELECT c.chunk_id, c.doc_id, c.content_hash, c.doc_fingerprint, "
-            "CASE WHEN split_part(c.doc_fingerprint, ':', 1) = f.digest THEN NULL ELSE c.metadata END "
-            f"FROM {table} AS c JOIN unnest(CAST(:ids AS text[]), CAST(:digests AS text[])) AS f(doc_id, digest) "
-            "ON c.doc_id = f.doc_id WHERE c.doc_id = ANY(:ids)"
-        ),
+    rows = await fetch_tuples(  # one row per stored chunk (1,000 and more): tuples, not SQLAlchemy's rows
+        conn,
+        "SELECT c.chunk_id, c.doc_id, c.content_hash, c.doc_fingerprint, "
+        "CASE WHEN split_part(c.doc_fingerprint, ':', 1) = f.digest THEN NULL ELSE c.metadata END "
+        f"FROM {table} AS c JOIN unnest(CAST(:ids AS text[]), CAST(:digests AS text[])) AS f(doc_id, digest) "
+        "ON c.doc_id = f.doc_id WHERE c.doc_id = ANY(:ids)",
         {"ids": TextArray(doc_ids), "digests": TextArray(digests)},
     )
     return [StoredChunk(*r) for r in rows]  # the columns in the fields' order

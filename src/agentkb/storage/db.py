@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import lru_cache
 from typing import Any
 
 import orjson
+import psycopg
 from pgvector.psycopg import register_vector_async
 from psycopg.types.array import ListBinaryDumper
 from sqlalchemy import event
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 
@@ -47,6 +51,37 @@ async def _on_connect(conn: Any, settings: dict[str, str]) -> None:
     for name, value in settings.items():
         await conn.execute("SELECT set_config(%s, %s, false)", (name, value))
     await conn.commit()
+
+
+_BIND = re.compile(r"(?<![:\w\\]):(\w+)(?!:)")  # a `:name` parameter, as SQLAlchemy's text() finds them
+
+
+@lru_cache(maxsize=512)
+def driver_sql(statement: str) -> str:
+    """The statement in psycopg's parameter style (`%(name)s`; a literal `%` doubled)."""
+    return _BIND.sub(r"%(\1)s", statement.replace("%", "%%"))
+
+
+async def fetch_tuples(
+    conn: AsyncConnection, statement: str, params: dict[str, Any]
+) -> list[tuple[Any, ...]]:
+    """The rows of `statement` (SQLAlchemy's `:name` parameters) as tuples, run on the pooled connection's
+    psycopg connection itself, in its transaction if one is open. For the hot statements (the search, an
+    insert's look-up of 1,000 documents' stored chunks): SQLAlchemy's execution layer (compiled-statement
+    lookup, execution context, result metadata, a Row per row) costs more than psycopg's own work there.
+    psycopg prepares a statement after a few runs, as through SQLAlchemy; errors surface as SQLAlchemy's
+    (`DBAPIError` subclasses with the psycopg error as `orig`, as callers expect)."""
+    raw = await conn.get_raw_connection()
+    driver: psycopg.AsyncConnection[Any] = raw.driver_connection  # type: ignore[assignment]
+    sql = driver_sql(statement)
+    try:
+        async with driver.cursor() as cursor:
+            await cursor.execute(sql, params)
+            return await cursor.fetchall()
+    except psycopg.Error as exc:
+        if driver.broken:
+            await conn.invalidate(exc)
+        raise DBAPIError.instance(sql, params, exc, psycopg.Error) from exc
 
 
 def to_async_url(url: str) -> str:
