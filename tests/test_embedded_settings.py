@@ -46,5 +46,23 @@ def test_the_embedded_server_starts_with_them_and_includes_them_once() -> None:
         conf = (pg_dir / "postgresql.conf").read_text().splitlines()
         assert conf.count(f"include_if_exists = '{SETTINGS_FILE}'") == 1
         assert f"shared_buffers = '{want // 2**20}MB'" in (pg_dir / SETTINGS_FILE).read_text()
+
+        server = EmbeddedPostgres(
+            pg_dir
+        )  # an operator's ALTER SYSTEM wins (postgresql.auto.conf is read last)
+        url = server.start()
+        try:
+            with psycopg.connect(
+                url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True
+            ) as conn:
+                conn.execute("ALTER SYSTEM SET shared_buffers = '144MB'")
+        finally:
+            server.stop()
+        server = EmbeddedPostgres(pg_dir)
+        url = server.start()
+        try:
+            assert shared_buffers_bytes(url) == 144 * 2**20
+        finally:
+            server.stop()
     finally:
         shutil.rmtree(work, ignore_errors=True)
