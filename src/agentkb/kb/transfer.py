@@ -15,7 +15,6 @@ record makes a cut-short file detectable. Vectors are stored exactly (float32), 
 
 from __future__ import annotations
 
-import base64
 import binascii
 import gzip
 import zlib
@@ -25,6 +24,7 @@ from typing import IO, Any
 
 import numpy as np
 import orjson
+import pybase64
 
 from agentkb.errors import BadRequest
 from agentkb.secrecy import has_url_password, is_sealed, is_secret_key
@@ -130,7 +130,7 @@ def put_secrets(
 def encode_vector(vector: Any) -> str:
     if hasattr(vector, "to_numpy"):  # pgvector's Vector (a server-side cursor's binary rows)
         vector = vector.to_numpy()
-    return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
+    return pybase64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
 
 
 class ExportEncoder:
@@ -331,7 +331,7 @@ class ExportReader:
             raise bad_file(f"line {self.line}: 'metadata' must be an object")
         encoded = record.get("embedding")
         try:
-            data = base64.b64decode(encoded, validate=True) if isinstance(encoded, str) else b""
+            data = pybase64.b64decode(encoded, validate=True) if isinstance(encoded, str) else b""
         except (binascii.Error, ValueError) as exc:
             raise bad_file(f"line {self.line}: 'embedding' is not base64") from exc
         dim = self.header.vector_dim

@@ -3,9 +3,8 @@
 Its settings beyond the wheel's (`SETTINGS_FILE` in the data directory, included by `postgresql.conf`, written
 at each start; a server another process already started keeps its own until it restarts; an operator's `ALTER
 SYSTEM` overrides them, as `postgresql.auto.conf` is read last): `shared_buffers` a quarter of the machine's
-memory, between PostgreSQL's default of 128 MB and 1 GB. The HNSW index of 100,000
-384-d chunks is ~250 MB: with 128 MB a search reads much of its graph through the operating system's cache,
-page by page.
+memory, between PostgreSQL's default of 128 MB and 1 GB. The HNSW index of 100,000 384-d chunks is ~250 MB:
+with 128 MB a search reads much of its graph through the operating system's cache, page by page.
 """
 
 from __future__ import annotations
