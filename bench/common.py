@@ -34,15 +34,29 @@ RESULTS = Path(__file__).parent / "results"
 CACHE = Path(__file__).parent / ".cache"
 
 
-def machine() -> dict[str, Any]:
-    cpu = platform.processor() or ""
+# CPU features that change the figures (the local embedder's bfloat16, SIMD distances): a virtual machine's
+# "model name" alone may not tell two CPU generations apart (an "AMD EPYC" with and without AVX-512)
+CPU_FEATURES = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16")
+
+
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's fields of /proc/cpuinfo (empty where there is none)."""
+    fields: dict[str, str] = {}
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+        text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        pass
+        return fields
+    for line in text.split("\n\n", 1)[0].splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
+def machine() -> dict[str, Any]:
+    info = _cpuinfo()
+    cpu = info.get("model name") or platform.processor() or ""
+    flags = set(info.get("flags", "").split())
     versions = {}
     for package in (
         "agentkb",
@@ -57,6 +71,8 @@ def machine() -> dict[str, Any]:
             versions[package] = metadata.version(package)
     return {
         "cpu": cpu,
+        "cpu_family_model": f"{info.get('cpu family', '?')}/{info.get('model', '?')}",
+        "cpu_features": [f for f in CPU_FEATURES if f in flags],
         "cpu_count": os.cpu_count(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),

@@ -23,6 +23,14 @@ def _table(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _cpu(machine: dict[str, Any]) -> str:
+    """The CPU's name, with its family/model and features where the result recorded them."""
+    name = str(machine.get("cpu", "?"))
+    more = [str(machine["cpu_family_model"])] if machine.get("cpu_family_model") else []
+    more += list(machine.get("cpu_features") or [])
+    return f"{name} ({', '.join(more)})" if more else name
+
+
 def main(argv: list[str]) -> None:
     out = [
         "# Benchmarks",
@@ -45,7 +53,7 @@ def main(argv: list[str]) -> None:
                 f"## {name}{' (quick)' if '-quick-' in path.name else ''}",
                 "",
                 f"`python -m bench {name}{' --quick' if data.get('quick') else ''}` — "
-                f"{data.get('when', '')[:19]} UTC, {machine.get('cpu', '?')}, {machine.get('cpu_count', '?')} CPUs"
+                f"{data.get('when', '')[:19]} UTC, {_cpu(machine)}, {machine.get('cpu_count', '?')} CPUs"
                 + (f", model {data['model']}" if data.get("model") else "")
                 + (
                     f", load average before {data['load_average_before']}"
