@@ -66,15 +66,24 @@ class BM25Index:
         )
         if not tokens or not tokens[0]:
             return []
-        k = min(k, len(self.chunk_ids))
-        docs, scores = self.model.retrieve(
-            tokens, k=k, show_progress=False, n_threads=0
-        )  # 0: inline, no thread
-        return [
-            self.chunk_ids[int(d)]
-            for d, s in zip(docs[0], scores[0], strict=False)
-            if s > 0 and np.isfinite(s)
-        ]
+        return [self.chunk_ids[int(i)] for i in top_scoring(self.model.get_scores(tokens[0]), k)]
+
+
+def top_scoring(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the best `k` positive, finite scores, best first (ties: the lower index first).
+
+    Only the scoring chunks are ranked: bm25s's own top-k (`BM25.retrieve`) partitions the whole score array,
+    and NumPy's `argpartition` for the largest k of an array that is mostly tied zeros is pathologically slow
+    (100,000 chunks, k 40: 13 ms against 0.3 ms for the same top k of the non-zero scores alone)."""
+    hits = np.flatnonzero((scores > 0) & np.isfinite(scores))  # in index order
+    if k <= 0:
+        return hits[:0]
+    if len(hits) > k:
+        found = scores[hits]
+        kth = -np.partition(-found, k - 1)[k - 1]  # the k-th best score
+        above = hits[found > kth]
+        hits = np.concatenate([above, hits[found == kth][: k - len(above)]])
+    return hits[np.argsort(-scores[hits], kind="stable")]
 
 
 class LexicalIndexes:
