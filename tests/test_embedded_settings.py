@@ -47,9 +47,8 @@ def test_the_embedded_server_starts_with_them_and_includes_them_once() -> None:
         assert conf.count(f"include_if_exists = '{SETTINGS_FILE}'") == 1
         assert f"shared_buffers = '{want // 2**20}MB'" in (pg_dir / SETTINGS_FILE).read_text()
 
-        server = EmbeddedPostgres(
-            pg_dir
-        )  # an operator's ALTER SYSTEM wins (postgresql.auto.conf is read last)
+        # an operator's ALTER SYSTEM wins (postgresql.auto.conf is read last)
+        server = EmbeddedPostgres(pg_dir)
         url = server.start()
         try:
             with psycopg.connect(

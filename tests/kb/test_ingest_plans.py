@@ -51,9 +51,8 @@ async def test_the_statements_of_repeated_inserts_are_planned_for_their_lists(
             assert stub.texts == 600  # embedded once: the later runs found every chunk unchanged
             assert set(modes) == {"force_custom_plan"}
             async with db.connect() as conn:  # the same pooled session: its prepared statements
-                assert (
-                    await conn.scalar(text("SHOW plan_cache_mode")) == "auto"
-                )  # SET LOCAL: this transaction only
+                # SET LOCAL: the insert's transaction only
+                assert await conn.scalar(text("SHOW plan_cache_mode")) == "auto"
                 generic = (
                     await conn.execute(
                         text(
