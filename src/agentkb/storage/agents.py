@@ -30,18 +30,24 @@ def _row(r: RowMapping) -> AgentRow:
     return AgentRow(**{k: r[k] for k in AgentRow.__slots__})
 
 
+# built once: listing a project's agents and reading one by name are the common requests
+_LIST = select(agents).where(agents.c.project_id == bindparam("project_id")).order_by(agents.c.id)
+_GET = select(agents).where(
+    agents.c.project_id == bindparam("project_id"), agents.c.name == bindparam("name")
+)
+_GET_FOR_UPDATE = _GET.with_for_update()
+
+
 async def list_for_project(conn: AsyncConnection, project_id: int) -> list[AgentRow]:
-    rows = await conn.execute(select(agents).where(agents.c.project_id == project_id).order_by(agents.c.id))
+    rows = await conn.execute(_LIST, {"project_id": project_id})
     return [_row(r) for r in rows.mappings()]
 
 
 async def get(
     conn: AsyncConnection, project_id: int, name: str, *, for_update: bool = False
 ) -> AgentRow | None:
-    stmt = select(agents).where(agents.c.project_id == project_id, agents.c.name == name)
-    if for_update:
-        stmt = stmt.with_for_update()
-    row = (await conn.execute(stmt)).mappings().first()
+    stmt = _GET_FOR_UPDATE if for_update else _GET
+    row = (await conn.execute(stmt, {"project_id": project_id, "name": name})).mappings().first()
     return _row(row) if row else None
 
 

@@ -42,18 +42,24 @@ def _select() -> Select[Any]:
     )
 
 
+# built once (building a statement costs more than running it through SQLAlchemy's compiled cache)
+_LIST = _select().where(kbs.c.project_id == bindparam("project_id")).order_by(kbs.c.id)
+_GET = _select().where(kbs.c.project_id == bindparam("project_id"), kbs.c.name == bindparam("name"))
+_GET_FOR_UPDATE = _GET.with_for_update(of=kbs)
+_BY_ID = _select().where(kbs.c.id == bindparam("kb_id"))
+_BY_ID_FOR_UPDATE = _BY_ID.with_for_update(of=kbs)
+
+
 async def list_for_project(conn: AsyncConnection, project_id: int) -> list[KnowledgeBaseRow]:
-    rows = await conn.execute(_select().where(kbs.c.project_id == project_id).order_by(kbs.c.id))
+    rows = await conn.execute(_LIST, {"project_id": project_id})
     return [_row(r) for r in rows.mappings()]
 
 
 async def get(
     conn: AsyncConnection, project_id: int, name: str, *, for_update: bool = False
 ) -> KnowledgeBaseRow | None:
-    stmt = _select().where(kbs.c.project_id == project_id, kbs.c.name == name)
-    if for_update:
-        stmt = stmt.with_for_update(of=kbs)
-    row = (await conn.execute(stmt)).mappings().first()
+    stmt = _GET_FOR_UPDATE if for_update else _GET
+    row = (await conn.execute(stmt, {"project_id": project_id, "name": name})).mappings().first()
     return _row(row) if row else None
 
 
@@ -77,10 +83,8 @@ async def get_in_project(conn: AsyncConnection, project_name: str, name: str) ->
 async def get_by_id(
     conn: AsyncConnection, kb_id: int, *, for_update: bool = False
 ) -> KnowledgeBaseRow | None:
-    stmt = _select().where(kbs.c.id == kb_id)
-    if for_update:
-        stmt = stmt.with_for_update(of=kbs)
-    row = (await conn.execute(stmt)).mappings().first()
+    stmt = _BY_ID_FOR_UPDATE if for_update else _BY_ID
+    row = (await conn.execute(stmt, {"kb_id": kb_id})).mappings().first()
     return _row(row) if row else None
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import func, select, text
+from sqlalchemy import bindparam, func, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -26,22 +26,26 @@ async def list_all(conn: AsyncConnection) -> list[Project]:
     return [Project(r.id, r.name) for r in rows]
 
 
+# built once: every project-scoped request resolves its project (building a statement costs more than
+# running it through SQLAlchemy's compiled cache)
+_BY_NAME = (
+    select(projects.c.id, projects.c.name)
+    .where(func.lower(projects.c.name) == bindparam("lower"))
+    .order_by((projects.c.name == bindparam("name")).desc(), projects.c.id)
+    .limit(1)
+)
+_EXACT = select(projects.c.id, projects.c.name).where(projects.c.name == bindparam("name"))
+
+
 async def get(conn: AsyncConnection, name: str) -> Project | None:
     """The project spelt `name` exactly, else its case-insensitive match (MindsDB's default lookup)."""
-    row = (
-        await conn.execute(
-            select(projects.c.id, projects.c.name)
-            .where(func.lower(projects.c.name) == name.lower())
-            .order_by((projects.c.name == name).desc(), projects.c.id)
-            .limit(1)
-        )
-    ).first()
+    row = (await conn.execute(_BY_NAME, {"lower": name.lower(), "name": name})).first()
     return Project(row.id, row.name) if row else None
 
 
 async def get_exact(conn: AsyncConnection, name: str) -> Project | None:
     """The project spelt exactly `name` (MindsDB's `strict_case`: DROP / ALTER DATABASE)."""
-    row = (await conn.execute(select(projects.c.id, projects.c.name).where(projects.c.name == name))).first()
+    row = (await conn.execute(_EXACT, {"name": name})).first()
     return Project(row.id, row.name) if row else None
 
 
