@@ -107,6 +107,66 @@ def test_mask_text() -> None:
     assert "max_tokens: 5" in masked and "postgresql://u:******@h/db" in masked
 
 
+def _mask_every_pattern(text: str) -> str:
+    """`mask_text`'s patterns, each run over the whole text (no known values): what its shortcuts must equal."""
+    from agentkb.secrecy import masking
+
+    text = masking._URL_PASSWORD.sub(rf"\1:{MASK}@", text)
+    text = masking._KEY_VALUE.sub(rf"\1\2\3{MASK}", text)
+    text = masking._BEARER.sub(rf"\1 {MASK}", text)
+    return masking._PROVIDER_KEY.sub(MASK, text)
+
+
+def test_mask_text_shortcuts_change_nothing() -> None:
+    """`mask_text` runs a pattern only where the words it needs appear (ASCII text); over texts built
+    from the patterns' own pieces, in any case, it masks exactly as running every pattern does."""
+    import random
+
+    pieces = [
+        "PassWord",
+        "passwd",
+        "PWD",
+        "Secret",
+        "api_key",
+        "APIKEY",
+        "Token",
+        "private_KEY",
+        "Credentials",
+        "=",
+        ": ",
+        '"',
+        "'",
+        " ",
+        "x9",
+        "abcdef123",
+        "Bearer ",
+        "BASIC ",
+        "sk-",
+        "rk-",
+        "SK-",
+        "0123456789ab",
+        "postgresql://",
+        "user",
+        ":",
+        "@",
+        "host/db",
+        "GET /api/x 200 1.0ms",
+        ",",
+        "}",
+        "\u017f",
+        "\u212a",
+        "\u0131",  # long s, Kelvin sign, dotless i: case-insensitive matches beyond ASCII
+    ]
+    rng = random.Random(7)
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 14))) for _ in range(20_000)]
+    texts += ["pa\u017f\u017fword=abc", "api_\u212aey: zz9", "Bearer abcdefgh12", "x sk-1234567890ab y"]
+    differ = [t for t in texts if secrecy.mask_text(t) != _mask_every_pattern(t)]
+    assert not differ, differ[:5]
+    assert (
+        secrecy.mask_text("pa\u017f\u017fword=abc") == f"pa\u017f\u017fword={MASK}"
+    )  # the regex's own matching
+
+
 def test_seal_reveal_and_a_foreign_key() -> None:
     box = secrecy.SecretBox([secrecy.generate_key()], "test")
     value = {"model": {"api_key": "sk-seal-me-123", "n": 1}, "creds": [{"password": 1234}], "url": "http://x"}

@@ -108,6 +108,18 @@ _KEY_VALUE = re.compile(
     r"(?i)\b([a-z0-9_-]*(?:password|passwd|pwd|secret|api_?key|token|private_key|credentials))"
     r"(\s*[=:]\s*|[\"']\s*:\s*)([\"']?)[^\s\"',;&}]+"
 )
+# in lower case, the words one of which `_KEY_VALUE` needs
+_KEY_WORDS = (
+    "password",
+    "passwd",
+    "pwd",
+    "secret",
+    "api_key",
+    "apikey",
+    "token",
+    "private_key",
+    "credentials",
+)
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{6,}")
 _PROVIDER_KEY = re.compile(r"\b(?:sk|rk)-[A-Za-z0-9_-]{8,}")
 
@@ -124,10 +136,23 @@ def mask_text(text: str, extra: Iterable[object] = ()) -> str:
     for value in sorted(values.union(known), key=len, reverse=True):
         if value in text:
             text = text.replace(value, MASK)
-    text = _URL_PASSWORD.sub(rf"\1:{MASK}@", text)
-    text = _KEY_VALUE.sub(rf"\1\2\3{MASK}", text)
-    text = _BEARER.sub(rf"\1 {MASK}", text)
-    return _PROVIDER_KEY.sub(MASK, text)
+    if not text.isascii():  # the patterns' case-insensitive matching goes beyond ASCII's here
+        text = _URL_PASSWORD.sub(rf"\1:{MASK}@", text)
+        text = _KEY_VALUE.sub(rf"\1\2\3{MASK}", text)
+        text = _BEARER.sub(rf"\1 {MASK}", text)
+        return _PROVIDER_KEY.sub(MASK, text)
+    # ASCII text: each pattern runs only where the words it needs are there (a log line of every request
+    # holds none; the patterns' scans cost ~25 µs a line)
+    if "://" in text and "@" in text:
+        text = _URL_PASSWORD.sub(rf"\1:{MASK}@", text)
+    if any(word in text.lower() for word in _KEY_WORDS):
+        text = _KEY_VALUE.sub(rf"\1\2\3{MASK}", text)
+    lower = text.lower()
+    if "bearer" in lower or "basic" in lower:
+        text = _BEARER.sub(rf"\1 {MASK}", text)
+    if "sk-" in text or "rk-" in text:
+        text = _PROVIDER_KEY.sub(MASK, text)
+    return text
 
 
 def secret_values(value: Any) -> list[Any]:
