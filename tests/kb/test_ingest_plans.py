@@ -12,7 +12,7 @@ from sqlalchemy import text
 from agentkb.ingest.pipeline import Ingestor
 from agentkb.ingest.request import row_batches
 from agentkb.kb.chunking import ChunkingConfig
-from agentkb.kb.documents import ColumnSpec
+from agentkb.kb.documents import ColumnSpec, row_documents
 from agentkb.kb.embedders.registry import EmbedderRegistry
 from agentkb.storage import chunks
 from agentkb.storage.db import Database
@@ -73,3 +73,55 @@ async def test_the_statements_of_repeated_inserts_are_planned_for_their_lists(
                 await chunks.drop_chunk_table(conn, table)
             await registry.aclose()
             await db.close()
+
+
+async def test_an_insert_of_many_batches_reads_its_tables_by_index(
+    served: Any, pg_url: str, unique: str
+) -> None:
+    """One statement inserting many batches (an `INSERT ... SELECT` of a million rows) is one transaction: the
+    rows it wrote have no statistics (autovacuum cannot see them), and without them PostgreSQL takes `doc_id =
+    ANY(<256 ids>)` to match most rows and scans the whole chunk table for each batch's look-ups (the 1,000,000
+    rows of `bench writes --source-rows` went at 1,000 rows/s and slowing). Every look-up of the insert goes by
+    an index: no sequential scan of the chunk table, nor of its table of documents seen, by the transaction."""
+    db = Database(pg_url, pool_size=1)
+    table = f"kb_chunks_scans_{unique}"
+    rows = [{"id": i, "content": f"document {i} of the scans test"} for i in range(3000)]
+    spec = ColumnSpec("id", ("content",), None)
+    registry = EmbedderRegistry()
+    with OpenAIStub(dim=DIM) as stub:
+        embedder = registry.get(stub.embedding_model(DIM))
+        try:
+            async with db.transaction() as conn:
+                await chunks.create_chunk_table(conn, table, DIM)
+            async with db.transaction() as conn:
+                # the counts the session has not yet reported hold the chunk table's index builds: a baseline
+                before = await _scans(conn, table)
+                # a small memory of documents seen: the later batches check the temporary table too
+                ingestor = Ingestor(conn, 1, table, embedder, ChunkingConfig(), dim=DIM, seen_in_memory=500)
+                stats = await ingestor.run(_batches(rows, spec, 256))
+                assert stats.documents == 3000
+                after = await _scans(conn, table)
+            seq, idx = (after[table][i] - before.get(table, (0, 0))[i] for i in (0, 1))
+            assert idx > 0 and seq == 0, (before, after)  # the look-ups ran, each by an index
+            seen_seq, seen_idx = after[chunks.SEEN_TABLE]
+            # its one scan: the primary key built when the (empty) temporary table is created
+            assert seen_idx > 0 and seen_seq <= 1, after
+        finally:
+            async with db.transaction() as conn:
+                await chunks.drop_chunk_table(conn, table)
+            await registry.aclose()
+            await db.close()
+
+
+async def _batches(rows: list[dict[str, Any]], spec: ColumnSpec, size: int) -> Any:
+    for start in range(0, len(rows), size):  # as a data source's rows arrive: 256 at a time
+        yield list(row_documents(rows[start : start + size], spec, start_index=start))
+
+
+async def _scans(conn: Any, table: str) -> dict[str, tuple[int, int]]:
+    """(sequential scans, index scans) of the chunk table and of the documents-seen table, by this session."""
+    rows = await conn.execute(
+        text("SELECT relname, seq_scan, idx_scan FROM pg_stat_xact_user_tables WHERE relname IN (:t, :seen)"),
+        {"t": table, "seen": chunks.SEEN_TABLE},
+    )
+    return {name: (int(seq), int(idx)) for name, seq, idx in rows}
