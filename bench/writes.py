@@ -5,18 +5,25 @@
 (2) re-insert the same rows unchanged (nothing embedded, nothing rewritten): rows/s and CPU;
 (3) a long insert of `--long-rows` rows (default 100,000; --quick 20,000) in PUTs of `--batch`, the rows
     generated as they are sent, while the server's and PostgreSQL's resident memory (RSS, summed) is sampled
-    every 0.2 s: peak RSS after 10 %, 50 % and 100 % of the rows. Bounded memory means the peak stops
-    growing with the rows inserted.
+    every 0.2 s: peak RSS after 10 %, 50 % and 100 % of the rows, and the server process's alone. Bounded
+    memory means the peak stops growing with the rows inserted (PostgreSQL's part grows with the shared
+    buffers its processes touch, up to `shared_buffers`).
 
 (4) with `--select-rows N`: the same as one statement, `INSERT INTO kb SELECT * FROM files.big` over an
     uploaded CSV of N generated rows (one transaction, batches streamed from the file), with the peak RSS
     of the server process alone and of the server with PostgreSQL (whose processes each count the shared
     buffers they touched).
+(5) with `--source-rows N`: one `INSERT INTO kb SELECT id, body, topic FROM src.big` from a PostgreSQL data
+    source (a table of N generated rows in a database `sources` of the server's own embedded PostgreSQL,
+    attached with `CREATE DATABASE … WITH ENGINE = 'postgres'`): the rows stream from the source in batches.
+    The server's RSS is sampled every 0.2 s; its peak over the first 10 %, 50 % and all of the statement's
+    time is reported, with the rows embedded by then (the stub's count: the statement is one transaction).
 
 Each PUT is one transaction; its chunks land outside the HNSW index (merged in the background), so (3)
 also shows what merges cost in memory while inserts go on.
 
-    python -m bench writes [--rows 2000] [--batch 1000] [--long-rows 100000] [--select-rows N] [--quick] [--profile]
+    python -m bench writes [--rows 2000] [--batch 1000] [--long-rows 100000] [--select-rows N]
+                           [--source-rows N] [--quick] [--profile]
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import contextlib
 import csv
 import datetime as dt
 import io
+import json
 import os
 import threading
 import time
@@ -38,6 +46,7 @@ from bench.common import CACHE, TextGenerator, print_table, rate, write_result
 from bench.ingest import create_kb, insert, make_rows
 from bench.server import Server, agentkb_server, cpu_delta, cpu_seconds, py_spy
 from bench.stubs import bench_stub
+from tests.openai_stub import OpenAIStub
 
 SEED = 41
 
@@ -94,6 +103,9 @@ def main(argv: list[str]) -> None:
         "--long-rows", type=int, help="rows of the memory run (default 100,000; --quick 20,000)"
     )
     parser.add_argument("--select-rows", type=int, help="rows of an INSERT ... SELECT over an uploaded CSV")
+    parser.add_argument(
+        "--source-rows", type=int, help="rows of an INSERT ... SELECT from a PostgreSQL data source"
+    )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument(
         "--profile", action="store_true", help="py-spy the server into bench/.cache/profiles/"
@@ -143,8 +155,11 @@ def main(argv: list[str]) -> None:
                 insert(client, kbs, "long", batch, args.batch)
                 done += n
                 if any(done >= m > done - n for m in marks):
-                    peaks.append((done, sampler.peak))
-                    print(f"  {done:,} rows: peak RSS {sampler.peak} MB", flush=True)
+                    peaks.append((done, sampler.peak, sampler.server_peak))
+                    print(
+                        f"  {done:,} rows: peak RSS {sampler.peak} MB (the server alone {sampler.server_peak})",
+                        flush=True,
+                    )
         seconds = time.perf_counter() - started
         used = cpu_delta(cpu, cpu_seconds(base))
         out["long"] = {"rows": long_n, "seconds": round(seconds, 3), "peak_rss_mb": peaks, **used}
@@ -155,8 +170,8 @@ def main(argv: list[str]) -> None:
                 "wall_s": round(seconds, 1),
                 "rows_per_s": rate(long_n, seconds),
                 "cpu_s": f"{used['server_python_cpu_s']} + pg {used['postgres_cpu_s']}",
-                "server counts": "peak RSS (server + PostgreSQL): "
-                + ", ".join(f"{mb} MB at {n:,}" for n, mb in peaks),
+                "server counts": "peak RSS, server + PostgreSQL (the server alone): "
+                + ", ".join(f"{mb} ({server} MB) at {n:,}" for n, mb, server in peaks),
             }
         )
         if args.select_rows:
@@ -171,6 +186,23 @@ def main(argv: list[str]) -> None:
                     "server counts": f"peak RSS: server {out['select']['server_rss_mb']} "
                     f"(before {out['select']['server_rss_before_mb']}) MB, "
                     f"server + PostgreSQL {out['select']['peak_rss_mb']} MB",
+                }
+            )
+        if args.source_rows:
+            out["source"] = insert_from_source(client, base, stub, args.source_rows)
+            src = out["source"]
+            table.append(
+                {
+                    "phase": "(5) INSERT ... SELECT FROM a PostgreSQL data source, one statement",
+                    "rows": f"{args.source_rows:,}",
+                    "wall_s": src["seconds"],
+                    "rows_per_s": rate(args.source_rows, src["seconds"]),
+                    "cpu_s": f"{src['server_python_cpu_s']} + pg {src['postgres_cpu_s']}",
+                    "server counts": f"server RSS before {src['server_rss_before_mb']} MB; peak "
+                    + ", ".join(
+                        f"{p['server_rss_mb']} MB by {p['share']:.0%} of the time ({p['rows']:,} rows)"
+                        for p in src["peaks"]
+                    ),
                 }
             )
     print_table("writes: stub embedder", table)
@@ -224,5 +256,78 @@ def insert_select(client: httpx.Client, base: Server, model: dict[str, Any], n: 
         "server_rss_before_mb": before,
         "server_rss_mb": sampler.server_peak,
         "peak_rss_mb": sampler.peak,
+        **cpu_delta(cpu, cpu_seconds(base)),
+    }
+
+
+def insert_from_source(client: httpx.Client, base: Server, stub: OpenAIStub, n: int) -> dict[str, Any]:
+    """(5): `n` generated rows in a table of a PostgreSQL database attached as a data source, then one
+    `INSERT INTO kb SELECT ... FROM` it, the server's RSS sampled throughout."""
+    import psycopg
+
+    socket_dir = str(base.data_dir / "pg")
+    admin = f"postgresql://postgres@/postgres?host={socket_dir}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        port = int(conn.execute("SHOW port").fetchone()[0])  # type: ignore[index]
+        conn.execute("DROP DATABASE IF EXISTS sources")
+        conn.execute("CREATE DATABASE sources")
+    started = time.perf_counter()
+    with psycopg.connect(f"postgresql://postgres@/sources?host={socket_dir}", autocommit=True) as conn:
+        conn.execute("CREATE TABLE big (id bigint PRIMARY KEY, body text, topic text)")
+        with conn.cursor().copy("COPY big (id, body, topic) FROM STDIN") as copy:
+            for start in range(0, n, 1000):
+                texts = TextGenerator(seed=SEED + 11 + start // 1000).texts(min(1000, n - start))
+                for i, body in enumerate(texts):
+                    copy.write_row((start + i, body, f"topic{(start + i) % 16}"))
+        conn.execute("ANALYZE big")
+    print(f"(5) {n:,} source rows written in {time.perf_counter() - started:.0f}s", flush=True)
+    params = {"host": socket_dir, "port": port, "user": "postgres", "database": "sources"}
+    for statement in (
+        "DROP DATABASE IF EXISTS writes_src",
+        f"CREATE DATABASE writes_src WITH ENGINE = 'postgres', PARAMETERS = {json.dumps(params)}",
+    ):
+        answer = client.post(f"{base}/api/sql/query", json={"query": statement}).json()
+        if answer.get("type") == "error":
+            raise RuntimeError(f"{statement}: {answer}")
+    create_kb(client, base.kbs, "sourced", stub.embedding_model())
+    before = server_rss_mb(base)
+    cpu = cpu_seconds(base)
+    samples: list[tuple[float, float, int]] = []  # (seconds, server RSS MB, texts embedded so far)
+    stop = threading.Event()
+    embedded = stub.texts
+
+    def sample() -> None:
+        while not stop.wait(0.2):
+            samples.append((time.perf_counter() - started, server_rss_mb(base), stub.texts - embedded))
+
+    started = time.perf_counter()
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        answer = client.post(
+            f"{base}/api/sql/query",
+            json={"query": "INSERT INTO sourced SELECT id, body, topic FROM writes_src.big"},
+        ).json()
+    finally:
+        stop.set()
+        sampler.join()
+    seconds = time.perf_counter() - started
+    if answer.get("type") != "ok":
+        raise RuntimeError(f"INSERT ... SELECT from the data source failed: {answer}")
+    peaks = []
+    for share in (0.1, 0.5, 1.0):
+        window = [s for s in samples if s[0] <= share * seconds] or samples[:1]
+        peaks.append(
+            {"share": share, "server_rss_mb": max(s[1] for s in window), "rows": max(s[2] for s in window)}
+        )
+    print(
+        f"(5) INSERT ... SELECT of {n:,} rows from a data source: {seconds:.1f}s, peaks {peaks}", flush=True
+    )
+    return {
+        "rows": n,
+        "seconds": round(seconds, 1),
+        "server_rss_before_mb": before,
+        "peaks": peaks,
+        "rss_samples": [(round(t, 1), mb, rows) for t, mb, rows in samples[:: max(len(samples) // 200, 1)]],
         **cpu_delta(cpu, cpu_seconds(base)),
     }
