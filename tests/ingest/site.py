@@ -107,6 +107,9 @@ class Site:
         self.request_headers: dict[str, list[Mapping[str, str]]] = {}
         self.active = 0
         self.max_active = 0
+        # paths left out of `active`: a client that hangs up mid-body (the crawler on a page too large while
+        # streaming) is done with it, but the thread writing it counts it until a write fails
+        self.uncounted: frozenset[str] = frozenset()
         site = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -139,12 +142,13 @@ class Site:
 
     def _serve(self, handler: BaseHTTPRequestHandler) -> None:
         path = handler.path
+        counted = path not in self.uncounted
         with self.lock:
-            self.active += 1
-            self.max_active = max(self.max_active, self.active)
+            if counted:
+                self.active += 1
+                self.max_active = max(self.max_active, self.active)
             self.requests.append((time.monotonic(), path))
             self.request_headers.setdefault(path, []).append(dict(handler.headers.items()))
-        counted = True
 
         def finished() -> None:  # before the last bytes go out: the client may ask again as soon as they land
             nonlocal counted
