@@ -136,21 +136,19 @@ def mask_text(text: str, extra: Iterable[object] = ()) -> str:
     for value in sorted(values.union(known), key=len, reverse=True):
         if value in text:
             text = text.replace(value, MASK)
-    if not text.isascii():  # the patterns' case-insensitive matching goes beyond ASCII's here
-        text = _URL_PASSWORD.sub(rf"\1:{MASK}@", text)
-        text = _KEY_VALUE.sub(rf"\1\2\3{MASK}", text)
-        text = _BEARER.sub(rf"\1 {MASK}", text)
-        return _PROVIDER_KEY.sub(MASK, text)
-    # ASCII text: each pattern runs only where the words it needs are there (a log line of every request
-    # holds none; the patterns' scans cost ~25 µs a line)
-    if "://" in text and "@" in text:
-        text = _URL_PASSWORD.sub(rf"\1:{MASK}@", text)
-    if any(word in text.lower() for word in _KEY_WORDS):
-        text = _KEY_VALUE.sub(rf"\1\2\3{MASK}", text)
+    # On ASCII text a pattern runs only where the words it needs are there (a log line of every request holds
+    # none; the scans cost ~25 µs a line). Masking only removes characters and adds `******`, so every word a
+    # later step could need is in the text before the first. Other text goes through every pattern:
+    # their case-insensitive matching reaches beyond ASCII.
+    every = not text.isascii()
     lower = text.lower()
-    if "bearer" in lower or "basic" in lower:
+    if every or ("://" in text and "@" in text):
+        text = _URL_PASSWORD.sub(rf"\1:{MASK}@", text)
+    if every or any(word in lower for word in _KEY_WORDS):
+        text = _KEY_VALUE.sub(rf"\1\2\3{MASK}", text)
+    if every or "bearer" in lower or "basic" in lower:
         text = _BEARER.sub(rf"\1 {MASK}", text)
-    if "sk-" in text or "rk-" in text:
+    if every or "sk-" in text or "rk-" in text:
         text = _PROVIDER_KEY.sub(MASK, text)
     return text
 
