@@ -211,6 +211,16 @@ def check(response: Any) -> Any:
     return response
 
 
+def sql(client: Any, base: str, query: str) -> dict[str, Any]:
+    """`POST /api/sql/query` in the `mindsdb` project: the answer; raise on an HTTP error or an `error` answer."""
+    answer: dict[str, Any] = check(
+        client.post(f"{base}/api/sql/query", json={"query": query, "context": {"db": "mindsdb"}})
+    ).json()
+    if answer.get("type") == "error":
+        raise RuntimeError(f"SQL {query[:120]!r}: {answer.get('error_message')}")
+    return answer
+
+
 def ingest_counts(header: str | None) -> dict[str, int]:
     """The `X-Agentkb-Ingest` header ("documents=3, chunks=3, ...") as a dict."""
     counts: dict[str, int] = {}

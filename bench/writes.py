@@ -42,7 +42,7 @@ from typing import Any
 import httpx
 import psutil
 
-from bench.common import CACHE, TextGenerator, print_table, rate, write_result
+from bench.common import CACHE, TextGenerator, print_table, rate, sql, write_result
 from bench.ingest import create_kb, insert, make_rows
 from bench.server import Server, agentkb_server, cpu_delta, cpu_seconds, py_spy
 from bench.stubs import bench_stub
@@ -236,16 +236,8 @@ def insert_select(client: httpx.Client, base: Server, model: dict[str, Any], n: 
     cpu = cpu_seconds(base)
     started = time.perf_counter()
     with Sampler(base) as sampler:
-        answer = client.post(
-            f"{base}/api/sql/query",
-            json={
-                "query": "INSERT INTO selected SELECT * FROM files.writes_big",
-                "context": {"db": "mindsdb"},
-            },
-        ).json()
+        sql(client, base, "INSERT INTO selected SELECT * FROM files.writes_big")
     seconds = time.perf_counter() - started
-    if answer.get("type") != "ok":
-        raise RuntimeError(f"INSERT ... SELECT failed: {answer}")
     print(
         f"(4) INSERT ... SELECT of {n:,} rows: {seconds:.1f}s, server RSS peak {sampler.server_peak} MB",
         flush=True,
@@ -282,13 +274,12 @@ def insert_from_source(client: httpx.Client, base: Server, stub: OpenAIStub, n: 
         conn.execute("ANALYZE big")
     print(f"(5) {n:,} source rows written in {time.perf_counter() - started:.0f}s", flush=True)
     params = {"host": socket_dir, "port": port, "user": "postgres", "database": "sources"}
-    for statement in (
-        "DROP DATABASE IF EXISTS writes_src",
+    sql(client, base, "DROP DATABASE IF EXISTS writes_src")
+    sql(
+        client,
+        base,
         f"CREATE DATABASE writes_src WITH ENGINE = 'postgres', PARAMETERS = {json.dumps(params)}",
-    ):
-        answer = client.post(f"{base}/api/sql/query", json={"query": statement}).json()
-        if answer.get("type") == "error":
-            raise RuntimeError(f"{statement}: {answer}")
+    )
     create_kb(client, base.kbs, "sourced", stub.embedding_model())
     before = server_rss_mb(base)
     cpu = cpu_seconds(base)
@@ -304,16 +295,11 @@ def insert_from_source(client: httpx.Client, base: Server, stub: OpenAIStub, n: 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     try:
-        answer = client.post(
-            f"{base}/api/sql/query",
-            json={"query": "INSERT INTO sourced SELECT id, body, topic FROM writes_src.big"},
-        ).json()
+        sql(client, base, "INSERT INTO sourced SELECT id, body, topic FROM writes_src.big")
     finally:
         stop.set()
         sampler.join()
     seconds = time.perf_counter() - started
-    if answer.get("type") != "ok":
-        raise RuntimeError(f"INSERT ... SELECT from the data source failed: {answer}")
     peaks = []
     for share in (0.1, 0.5, 1.0):
         window = [s for s in samples if s[0] <= share * seconds] or samples[:1]
