@@ -16,6 +16,12 @@ by this benchmark with `--mindsdb DIR` (DIR holds `mindsdb-venv/`, a virtualenv 
    "model_name": "stub", "base_url", "api_key"}`; one `kb_query_tool` call, then a fixed answer), and run
    `--completions` streamed completions (20) one at a time: time to the first `data:` line and to `end`.
 
+The stub answers each embedding request from vectors computed before the run for every text the workload
+sends (the rows, the searches, the questions; `bench.stubs.precomputed`), so that neither server waits on the
+stub's own arithmetic; a text it does not hold is computed then and counted (`stub_vectors_computed` per
+phase, in the result file). `--computed-vectors` computes every vector on request instead, as the
+benchmark did before 2026-11-28 (its figures are comparable with the earlier rounds').
+
 Both servers talk to the same stubs (one process, a thread of this one), so the stubs must be reachable
 from the peer: `--stub-host 0.0.0.0 --stub-public-host <this machine's address>` when the peer runs
 elsewhere (in a container: e.g. `host.docker.internal`). Without a peer only agentkb is measured and the
@@ -27,7 +33,7 @@ The table: insert rows/s, re-insert of unchanged rows rows/s, SQL KB search p50,
 agentkb's throughput over the peer's). The other measures go to the result file's `details`.
 
     python -m bench peer [--mindsdb /work/scratch | --peer-url http://127.0.0.1:47334] [--rows 10000]
-                         [--quick] [--stub-host H]
+                         [--quick] [--stub-host H] [--computed-vectors]
 """
 
 from __future__ import annotations
@@ -46,13 +52,14 @@ import httpx
 
 from bench.agent import Client, chunk_kinds
 from bench.common import TextGenerator, print_table, rate, summary_ms, write_result
-from bench.stubs import bench_stub, kb_tool_then_answer, last_user_text
+from bench.stubs import bench_stub, kb_tool_then_answer, last_user_text, precomputed
 from tests.openai_stub import CHAT_ANSWER, OpenAIStub, Reply
 
 PROJECT = "mindsdb"
 KB = "bench_peer_kb"
 AGENT = "bench_peer_agent"
 SEED = 41
+WARM_UP = 5  # searches before the timed ones, with queries not among them
 
 
 def chat_script(kb: str) -> Any:
@@ -92,6 +99,11 @@ def _kinds(chunks: list[Any]) -> list[str]:
         kind if kind != "?" or not isinstance(chunk, dict) else str(chunk.get("type") or "?")
         for kind, chunk in zip(chunk_kinds(chunks), chunks, strict=True)
     ]
+
+
+def _computed(stub: OpenAIStub) -> int:
+    """How many texts the stub has computed a vector for on request (all of them with `--computed-vectors`)."""
+    return int(getattr(stub.embed, "misses", stub.texts))
 
 
 def _ok(response: httpx.Response, what: str) -> httpx.Response:
@@ -150,7 +162,7 @@ def workload(
         out["create_kb_ms"] = round((time.perf_counter() - started) * 1000, 2)
 
         puts: list[float] = []
-        embeds = stub.texts
+        embeds, computed = stub.texts, _computed(stub)
         started = time.perf_counter()
         for start in range(0, len(rows), batch):
             t = time.perf_counter()
@@ -166,13 +178,14 @@ def workload(
             "rows_per_s": rate(len(rows), seconds),
             "put": summary_ms(puts),
             "stub_texts_embedded": stub.texts - embeds,
+            "stub_vectors_computed": _computed(stub) - computed,
         }
         print(
             f"    inserted {len(rows):,} rows in {seconds:.1f}s ({out['insert']['rows_per_s']} rows/s)",
             flush=True,
         )
 
-        embeds = stub.texts
+        embeds, computed = stub.texts, _computed(stub)
         started = time.perf_counter()
         for start in range(0, len(rows), batch):
             _ok(
@@ -185,6 +198,7 @@ def workload(
             "seconds": round(seconds, 3),
             "rows_per_s": rate(len(rows), seconds),
             "stub_texts_embedded": stub.texts - embeds,
+            "stub_vectors_computed": _computed(stub) - computed,
         }
         print(
             f"    re-inserted {len(rows):,} unchanged rows in {seconds:.1f}s "
@@ -192,10 +206,11 @@ def workload(
             flush=True,
         )
 
-        for q in queries[:5]:  # warm-up
+        warm_up, queries = queries[:WARM_UP], queries[WARM_UP:]
+        for q in warm_up:  # queries of their own: a server that caches query vectors gains nothing from them
             _sql(client, base, f"SELECT * FROM {PROJECT}.{KB} WHERE content = '{q}' LIMIT 10")
         latencies: list[float] = []
-        empty = 0
+        empty, computed = 0, _computed(stub)
         started = time.perf_counter()
         for q in queries:
             t = time.perf_counter()
@@ -208,6 +223,7 @@ def workload(
             "queries": len(queries),
             "qps": rate(len(queries), seconds),
             "empty_answers": empty,
+            "stub_vectors_computed": _computed(stub) - computed,
         }
         print(f"    {len(queries)} SQL KB searches: p50 {out['search']['p50_ms']} ms", flush=True)
 
@@ -230,7 +246,7 @@ def workload(
             streamer.stream(f"/api/projects/{PROJECT}/agents/{AGENT}/completions/stream", body)  # warm-up
             first, end, outputs = [], [], 0
             sequences: dict[str, int] = {}
-            chats = stub.chat_requests
+            chats, computed = stub.chat_requests, _computed(stub)
             for i in range(completions):
                 body = {"messages": [{"question": questions[(i + 1) % len(questions)], "answer": None}]}
                 t = streamer.stream(f"/api/projects/{PROJECT}/agents/{AGENT}/completions/stream", body)
@@ -250,6 +266,7 @@ def workload(
             "with_output": outputs,
             "chunk_sequences": sequences,
             "stub_chat_requests": stub.chat_requests - chats,
+            "stub_vectors_computed": _computed(stub) - computed,
         }
         print(
             f"    {completions} streamed completions: start p50 {out['stream']['start']['p50_ms']} ms, "
@@ -369,6 +386,13 @@ def detail_table(
         ("insert: one PUT p50 (ms)", lambda r: r["insert"]["put"]["p50_ms"]),
         ("insert: texts embedded", lambda r: r["insert"]["stub_texts_embedded"]),
         ("re-insert: texts embedded", lambda r: r["reinsert"]["stub_texts_embedded"]),
+        (
+            "vectors the stub computed on request (insert, re-insert, search, stream)",
+            lambda r: ", ".join(
+                str(r[phase].get("stub_vectors_computed"))
+                for phase in ("insert", "reinsert", "search", "stream")
+            ),
+        ),
         ("SQL KB search p95 (ms)", lambda r: r["search"]["p95_ms"]),
         ("SQL KB search (queries/s)", lambda r: r["search"]["qps"]),
         ("stream: first data: line p50 (ms)", lambda r: r["stream"]["start"]["p50_ms"]),
@@ -405,13 +429,19 @@ def main(argv: list[str]) -> None:
         "--stub-public-host", help="host name the servers reach the stubs at (default: --stub-host)"
     )
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--computed-vectors",
+        action="store_true",
+        help="the stub computes each text's vector on request (as before 2026-11-28) instead of looking up "
+        "vectors computed before the run",
+    )
     args = parser.parse_args(argv)
     n = args.rows or (2000 if args.quick else 10_000)
     load_before = ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
     texts = TextGenerator(seed=SEED).texts(n)
     rows = make_rows(texts)
-    queries = [q.replace("'", "") for q in make_queries(texts, args.searches, seed=SEED + 1)]
+    queries = [q.replace("'", "") for q in make_queries(texts, WARM_UP + args.searches, seed=SEED + 1)]
     questions = [q.replace("'", "") for q in make_queries(texts, args.completions + 1, seed=SEED + 2)]
     peer_name = args.peer_url or (f"MindsDB from {args.mindsdb}" if args.mindsdb else None)
     print(
@@ -422,7 +452,9 @@ def main(argv: list[str]) -> None:
 
     results: dict[str, Any] = {}
     work = (rows, args.batch, queries, args.completions, questions)
+    embed = None if args.computed_vectors else precomputed([*(r["body"] for r in rows), *queries, *questions])
     with bench_stub(
+        embed,
         chat_script=chat_script(f"{PROJECT}.{KB}"),
         bind=args.stub_host,
         public_host=args.stub_public_host,
@@ -459,6 +491,7 @@ def main(argv: list[str]) -> None:
             "\nthe peer was not measured: agentkb only. Pass --mindsdb DIR (MindsDB installed there) or "
             "--peer-url (a running MindsDB-compatible server) to compare."
         )
+    vectors = "computed on request" if args.computed_vectors else "precomputed"
     write_result(
         "peer",
         {
@@ -469,13 +502,15 @@ def main(argv: list[str]) -> None:
             "batch": args.batch,
             "searches": args.searches,
             "completions": args.completions,
+            "stub_vectors": vectors,
             "peer": peer_name,
             "peer_measured": bool(p),
             "results": results,
             "table": table,
             "details": details,
             "note": (
-                f"Both servers in one run, the same instant stubs; peer: {peer_name or 'none'}. Load average "
+                f"Both servers in one run, the same instant stubs (vectors {vectors}); peer: "
+                f"{peer_name or 'none'}. Load average "
                 f"{load_before} before and {load_after} after the run (the machine is shared: compare the "
                 "ratios, not the figures). agentkb advantage: the peer's latency over agentkb's, agentkb's "
                 "throughput over the peer's."
