@@ -25,22 +25,13 @@ import httpx
 import numpy as np
 
 from bench import beir
-from bench.common import RESULTS, check, print_table, write_result
+from bench.common import RESULTS, check, print_table, sql, write_result
 from bench.server import agentkb_server
 from bench.stubs import CachedEmbeddings, bench_stub
 
 TEST_FILE = "scifact_test"
 TOP_K = 100
 HYBRID = "hybrid (default: alpha 0.5, k 60)"
-
-
-def _sql(client: httpx.Client, base: str, query: str) -> dict[str, Any]:
-    answer: dict[str, Any] = check(
-        client.post(f"{base}/api/sql/query", json={"query": query, "context": {"db": "mindsdb"}})
-    ).json()
-    if answer.get("type") == "error":
-        raise SystemExit(f"EVALUATE failed: {answer.get('error_message')}")
-    return answer
 
 
 def _beir_reference(quick: bool, queries: int) -> dict[str, Any] | None:
@@ -99,7 +90,7 @@ def main(argv: list[str]) -> None:
         upload = json.dumps(tests).encode()
         check(client.put(f"{base}/api/files/{TEST_FILE}", files={"file": (f"{TEST_FILE}.json", upload)}))
         started = time.perf_counter()
-        answer = _sql(
+        answer = sql(
             client,
             base,
             f"EVALUATE KNOWLEDGE_BASE {beir.KB} USING test_table = files.{TEST_FILE}, top_k = {TOP_K}",

@@ -51,7 +51,7 @@ from typing import Any
 import httpx
 
 from bench.agent import Client, chunk_kinds
-from bench.common import TextGenerator, print_table, rate, summary_ms, write_result
+from bench.common import TextGenerator, print_table, rate, sql, summary_ms, write_result
 from bench.stubs import bench_stub, kb_tool_then_answer, last_user_text, precomputed
 from tests.openai_stub import CHAT_ANSWER, OpenAIStub, Reply
 
@@ -113,15 +113,6 @@ def _ok(response: httpx.Response, what: str) -> httpx.Response:
             f"{response.text[:500]}"
         )
     return response
-
-
-def _sql(client: httpx.Client, base: str, query: str) -> dict[str, Any]:
-    answer = _ok(
-        client.post(f"{base}/api/sql/query", json={"query": query, "context": {"db": PROJECT}}), "SQL"
-    ).json()
-    if answer.get("type") == "error":
-        raise RuntimeError(f"SQL {query[:120]!r}: {answer.get('error_message')}")
-    return answer
 
 
 def workload(
@@ -208,13 +199,13 @@ def workload(
 
         warm_up, queries = queries[:WARM_UP], queries[WARM_UP:]
         for q in warm_up:  # queries of their own: a server that caches query vectors gains nothing from them
-            _sql(client, base, f"SELECT * FROM {PROJECT}.{KB} WHERE content = '{q}' LIMIT 10")
+            sql(client, base, f"SELECT * FROM {PROJECT}.{KB} WHERE content = '{q}' LIMIT 10")
         latencies: list[float] = []
         empty, computed = 0, _computed(stub)
         started = time.perf_counter()
         for q in queries:
             t = time.perf_counter()
-            answer = _sql(client, base, f"SELECT * FROM {PROJECT}.{KB} WHERE content = '{q}' LIMIT 10")
+            answer = sql(client, base, f"SELECT * FROM {PROJECT}.{KB} WHERE content = '{q}' LIMIT 10")
             latencies.append(time.perf_counter() - t)
             empty += not answer.get("data")
         seconds = time.perf_counter() - started
