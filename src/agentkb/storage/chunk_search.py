@@ -1,6 +1,7 @@
 """Retrieval SQL over one chunk table: vector top-k (HNSW over the indexed rows, exact over the unindexed
-delta: see storage.vector_index), given ids (BM25's candidates), a filtered listing, and the KB's version stamp,
-all in one statement (one round trip; the delta's watermark is read through a short per-process cache)."""
+delta: see storage.vector_index; one exact scan where nothing is indexed), given ids (BM25's candidates), a
+filtered listing, and the KB's version stamp, all in one statement (one round trip; the delta's watermark is
+read through a short per-process cache)."""
 
 from __future__ import annotations
 
@@ -87,12 +88,17 @@ def _statement(r: Retrieval, ef: int) -> str:
         # one generic plan of the prepared statement instead of planning each search again.
         k, mark = int(r.vector_k), int(r.watermark)
         rows = f"SELECT chunk_id, {distance} AS distance FROM {t}"
+        if mark > 0:
+            top = (
+                f"SELECT chunk_id, distance FROM (({rows} WHERE seq <= {mark} AND ({where}) ORDER BY distance "
+                f"LIMIT {k}) UNION ALL (SELECT * FROM ({rows} WHERE seq > {mark} AND ({where}) OFFSET 0) delta "
+                f"ORDER BY distance LIMIT {k})) u ORDER BY distance LIMIT {k}"
+            )
+        else:  # nothing indexed (a table below the merge's minimum): one exact scan of every row
+            top = f"{rows} WHERE ({where}) ORDER BY distance LIMIT {k}"
         parts.append(
             "SELECT 'vector', c.chunk_id, c.doc_id, c.content, c.metadata, h.distance::float8, 0::bigint, "
-            f"NULL::timestamptz FROM (SELECT chunk_id, distance FROM (({rows} WHERE seq <= {mark} AND "
-            f"({where}) ORDER BY distance LIMIT {k}) UNION ALL (SELECT * FROM ({rows} WHERE seq > {mark} "
-            f"AND ({where}) OFFSET 0) delta ORDER BY distance LIMIT {k})) u ORDER BY distance LIMIT {k}) h "
-            f"JOIN {t} c ON c.chunk_id = h.chunk_id"
+            f"NULL::timestamptz FROM ({top}) h JOIN {t} c ON c.chunk_id = h.chunk_id"
         )
     if r.query is not None and r.ids:
         parts.append(
