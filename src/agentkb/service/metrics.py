@@ -19,6 +19,8 @@ class MetricsService:
         """The Prometheus text format. A database that does not answer leaves the job gauges as they
         were (the scrape still succeeds: the request metrics matter most when PostgreSQL is down)."""
         checked_out, idle, most = store.pool_use(self.db.engine)
+        parked = min(self.db.parked, checked_out)  # kept between reads (Database.read): idle, not in use
+        checked_out, idle = checked_out - parked, idle + parked
         metrics.db_pool_connections.labels("checked_out").set(checked_out)
         metrics.db_pool_connections.labels("idle").set(idle)
         metrics.db_pool_size.set(most)
