@@ -60,3 +60,18 @@ async def test_a_read_that_fails_gives_its_connection_back(served: Any, pg_url: 
         assert await backend(db) > 0  # and the next read works
     finally:
         await db.close()
+
+
+async def test_parked_connections_go_back_once_the_pool_is_invalidated(served: Any, pg_url: str) -> None:
+    """A lost connection invalidates it (and the pool replaces the others at their next checkout): the
+    parked ones are not reused either."""
+    db = Database(pg_url, pool_size=2)
+    try:
+        parked = await backend(db)
+        assert await backend(db) == parked
+        async with db.connect() as other:  # another connection of the pool, lost (invalidated)
+            await other.execute(text("SELECT 1"))
+            await other.invalidate()
+        assert await backend(db) != parked  # the parked connection went back to the pool, a fresh one served
+    finally:
+        await db.close()
