@@ -106,6 +106,12 @@ search_duration = Histogram(
     ["mode"],
     buckets=LATENCY_BUCKETS,
 )
+search_in_process = Counter(
+    "agentkb_search_in_process_rankings",
+    "Vector searches ranked among a KB's vectors held in the process (AGENTKB_VECTOR_CACHE_MB), by outcome: "
+    "answered, or stale (the KB had changed since they were loaded: searched again in PostgreSQL).",
+    ["outcome"],
+)
 
 # the connection pool (agentkb.service.metrics, at scrape time)
 db_pool_connections = Gauge(

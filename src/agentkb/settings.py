@@ -80,6 +80,14 @@ class Settings(BaseSettings):
         description="Query texts whose vectors each embedding configuration keeps (least recently used "
         "dropped first): a repeated search query skips the embedding call. 0: none kept.",
     )
+    vector_cache_mb: int = Field(
+        default=128,
+        ge=0,
+        description="Memory each process may hold for small knowledge bases' vectors (up to 4,000 chunks and no "
+        "HNSW index, least recently searched dropped first): an unfiltered vector search of such a KB ranks them "
+        "in the process instead of an exact scan in PostgreSQL, and reads only the best rows from it. 0: every "
+        "search scans in PostgreSQL.",
+    )
     hnsw_ef_search: int = Field(
         default=100,
         ge=1,

@@ -6,30 +6,13 @@ equally) and the lexical side (`hybrid_search_alpha: 0`, BM25 alone)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import pytest
 
-from tests.conftest import ServedApp
 from tests.openai_stub import OpenAIStub
 
 P = "/api/projects/mindsdb"
-
-
-@pytest.fixture()
-def stub() -> Iterator[OpenAIStub]:
-    with OpenAIStub(dim=16) as server:
-        yield server
-
-
-@pytest.fixture()
-def second(settings: Any) -> Iterator[httpx.Client]:
-    """Server B: its own app, services and caches, on the session's database."""
-    own = settings.model_copy(update={"worker_enabled": False})
-    with ServedApp(own) as app, httpx.Client(base_url=app.url, timeout=60) as client:
-        yield client
 
 
 def rows(tag: str, n: int = 6) -> list[dict[str, Any]]:

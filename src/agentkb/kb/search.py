@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb.kb.filters import Filter
 from agentkb.kb.lexical import BM25Index
+from agentkb.kb.vectors import VectorSet, margin
 from agentkb.storage import chunk_search
 from agentkb.storage.chunk_filters import compile_filters
 from agentkb.storage.chunk_search import Retrieval, Row
@@ -35,6 +36,13 @@ class SearchOptions:
     alpha: float = DEFAULT_ALPHA  # weight of the vector ranking; 1 - alpha for BM25's
     fusion_k: int = DEFAULT_FUSION_K
     rerank: bool = True  # use the KB's reranking_model, if it has one
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    version: datetime | None  # the KB's `updated_at` in the search's snapshot (None: the KB is gone)
+    hits: list[Hit]
+    in_process: bool = False  # the vector side was ranked among `vectors` (kb.vectors)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,24 +119,28 @@ async def search(
     lexical_ids: list[str] | None = None,
     *,
     ef_search: int | None = None,
-) -> tuple[datetime | None, list[Hit]]:
+    vectors: VectorSet | None = None,
+) -> Found:
     """Content search (needs `query_vector`) or, with no `query`, a filtered listing of chunks; in one
     statement, with the KB's version (`updated_at`, None when it is gone). A hybrid search ranks its
     lexical side by `lexical_ids` (BM25's); with None (no index yet: a large KB's first one is building)
-    it is ranked by the vectors alone."""
+    it is ranked by the vectors alone. `vectors`: the KB's vectors held in the process (kb.vectors), which
+    an unfiltered search ranks itself where its table has no index; the version found tells whether they
+    were still the KB's."""
     where, params = compile_filters(options.filters)
     if options.query is None or query_vector is None:
         limit = min(options.limit if options.limit is not None else MAX_LISTING_LIMIT, MAX_LISTING_LIMIT)
         got = await chunk_search.retrieve(
             conn, Retrieval(kb_id, table, dim, where, params, listing=(limit, options.offset))
         )
-        return got.version, [_hit(r) for r in got.listing]
+        return Found(got.version, [_hit(r) for r in got.listing])
     wanted = content_limit(options) + options.offset
     alpha = 1.0 - lexical_weight(options)
     hybrid = alpha < 1.0 and lexical_ids is not None
     # a fusion takes `candidates` rows of each ranking; a ranking alone needs only the rows it returns (the
     # HNSW scan's breadth is `ef_search` either way)
     k = candidates(options) if hybrid else wanted
+    near = vectors.nearest(query_vector, margin(k)) if vectors is not None and not options.filters else None
     got = await chunk_search.retrieve(
         conn,
         Retrieval(
@@ -141,6 +153,7 @@ async def search(
             vector_k=k,
             ids=lexical_ids if hybrid else None,
             ef_search=ef_search,
+            near=near,
         ),
     )
     if hybrid:
@@ -150,4 +163,4 @@ async def search(
     hits = [_hit(row) for row, _ in fused]
     if options.relevance_threshold is not None:
         hits = [h for h in hits if h.relevance is not None and h.relevance >= options.relevance_threshold]
-    return got.version, hits[options.offset : wanted]
+    return Found(got.version, hits[options.offset : wanted], got.in_process)

@@ -10,6 +10,7 @@ import httpx2
 from agentkb.ingest.crawl.source import UrlSource
 from agentkb.ingest.files.source import FileSource
 from agentkb.kb.embedders.registry import EmbedderRegistry
+from agentkb.kb.vectors import single_threaded_blas
 from agentkb.secrecy import SecretBox
 from agentkb.service.agents import AgentService
 from agentkb.service.auth import AuthService
@@ -88,6 +89,7 @@ def build_services(
     replica (`AGENTKB_DATABASE_READ_URL`) for searches and KB listings (default: `db`)."""
     shutdown = shutdown or Shutdown()
     box = box or SecretBox.from_environment()
+    single_threaded_blas()  # the in-process vector ranking (kb.vectors)
     data_sources = DataSourceService(db, box=box)
     agent_service = AgentService(db, settings.default_model, box=box)
     kb_service = KnowledgeBaseService(
@@ -99,7 +101,9 @@ def build_services(
         read_db=read_db,
     )
     kb_admin = KnowledgeBaseAdmin(db, embedders, box=box)
-    search = SearchService(db, embedders, box=box, read_db=read_db)
+    search = SearchService(
+        db, embedders, box=box, read_db=read_db, vector_cache_bytes=settings.vector_cache_mb * 1024**2
+    )
     files = FileService(db, settings.data_dir / "files", max_bytes=settings.max_upload_bytes)
     query_sources = QuerySources(data_sources, files)  # an insert's SELECT: uploaded files or a data source
     ingest = IngestService(db, embedders, query_sources, heartbeat_s=settings.job_heartbeat_s, box=box)

@@ -21,12 +21,14 @@ from agentkb.kb.lexical import LexicalIndexes
 from agentkb.kb.search import (
     DEFAULT_LIMIT,
     MAX_CONTENT_LIMIT,
+    Found,
     Hit,
     SearchOptions,
     bm25_ids,
     lexical_weight,
     search,
 )
+from agentkb.kb.vectors import MAX_CHUNKS, Loaded, VectorSet, VectorSets
 from agentkb.secrecy import SecretBox
 from agentkb.service import projects
 from agentkb.sql.kbquery import KBQuery
@@ -41,6 +43,7 @@ from agentkb.validation import check_storable, is_identifier
 # at 246-265 per second (p95 44-48 ms) against 216-225 (p95 53-54 ms) from the thread (AMD EPYC, 2 vCPUs)
 INLINE_BM25_MAX_CHUNKS = 100_000
 MAX_CACHED_KBS = 10_000  # KB rows kept per process (the cache starts over beyond this)
+VECTOR_CACHE_BYTES = 128 * 1024**2  # the default of AGENTKB_VECTOR_CACHE_MB
 
 
 def options_from_query(query: KBQuery) -> SearchOptions:
@@ -89,12 +92,14 @@ class SearchService:
         *,
         box: SecretBox | None = None,
         read_db: Database | None = None,
+        vector_cache_bytes: int = VECTOR_CACHE_BYTES,
     ) -> None:
         self.db = db
         self.read_db = read_db or db  # the chunks are read here: a replica when AGENTKB_DATABASE_READ_URL
         self.embedders = embedders
         self.box = box or SecretBox.from_environment()
         self.lexical = LexicalIndexes()
+        self.vectors = VectorSets(vector_cache_bytes)
         self._http: httpx.AsyncClient | None = None
         self._by_name: dict[tuple[str, str], KnowledgeBaseRow] = {}
         self._by_id: dict[int, KnowledgeBaseRow] = {}
@@ -107,6 +112,7 @@ class SearchService:
         return self._http
 
     async def aclose(self) -> None:
+        await self.vectors.aclose()
         if self._http is not None:
             await self._http.aclose()
 
@@ -122,6 +128,7 @@ class SearchService:
         self._by_id.pop(kb_id, None)
         self._configs.pop(kb_id, None)
         self.lexical.forget(kb_id)
+        self.vectors.forget(kb_id)
         for key in [k for k, v in self._by_name.items() if v.id == kb_id]:
             del self._by_name[key]
 
@@ -259,10 +266,44 @@ class SearchService:
         vector: np.ndarray | None,
         ids: list[str] | None,
     ) -> tuple[datetime, list[Hit]]:
-        """(the KB's version, hits): one round trip."""
+        """(the KB's version, hits): one round trip, two when the KB's vectors held here turn out to be an
+        older version's (a write since this process last saw the KB)."""
+        held = self._vectors(kb) if vector is not None and not options.filters else None
+        found = await self._run(kb, options, vector, ids, held)
+        if found.in_process and found.version != kb.updated_at:
+            metrics.search_in_process.labels("stale").inc()
+            found = await self._run(kb, options, vector, ids, None)
+        elif found.in_process:
+            metrics.search_in_process.labels("answered").inc()
+        if found.version is None:  # the KB (its chunk table) is gone
+            raise self._gone(kb)
+        return found.version, found.hits
+
+    def _vectors(self, kb: KnowledgeBaseRow) -> VectorSet | None:
+        return self.vectors.get(kb.id, kb.updated_at, lambda: self._load_vectors(kb))
+
+    async def _load_vectors(self, kb: KnowledgeBaseRow) -> Loaded:
+        try:  # from where the searches read, in one snapshot with the version
+            async with self.read_db.read() as conn:
+                return Loaded(
+                    *await chunk_search.all_vectors(conn, kb.id, kb.storage_table, kb.vector_dim, MAX_CHUNKS)
+                )
+        except ProgrammingError as exc:
+            if isinstance(exc.orig, UndefinedTable):
+                return Loaded(None, None, None)
+            raise
+
+    async def _run(
+        self,
+        kb: KnowledgeBaseRow,
+        options: SearchOptions,
+        vector: np.ndarray | None,
+        ids: list[str] | None,
+        held: VectorSet | None,
+    ) -> Found:
         try:  # on the replica when there is one (the BM25 texts and KB rows come from the primary)
             async with self.read_db.read() as conn:
-                version, hits = await search(
+                return await search(
                     conn,
                     kb.id,
                     kb.storage_table,
@@ -271,14 +312,12 @@ class SearchService:
                     vector,
                     ids,
                     ef_search=kb.params.get("ef_search"),
+                    vectors=held,
                 )
         except ProgrammingError as exc:
             if not isinstance(exc.orig, UndefinedTable):
                 raise
-            version, hits = None, []
-        if version is None:  # the KB (its chunk table) is gone
-            raise self._gone(kb)
-        return version, hits
+            return Found(None, [])
 
     async def _chunk_count(self, kb: KnowledgeBaseRow) -> int:
         try:

@@ -1,10 +1,12 @@
 """Retrieval SQL over one chunk table: vector top-k (HNSW over the indexed rows, exact over the unindexed
-delta: see storage.vector_index; one exact scan where nothing is indexed), given ids (BM25's candidates), a
-filtered listing, and the KB's version stamp, all in one statement (one round trip; the delta's watermark is
-read through a short per-process cache)."""
+delta: see storage.vector_index; one exact scan where nothing is indexed; or among candidates ranked in the
+process, kb.vectors), given ids (BM25's candidates), a filtered listing, and the KB's version stamp, all in
+one statement (one round trip; the delta's watermark is read through a short per-process cache). And the
+load of a small table's vectors for kb.vectors."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -51,6 +53,9 @@ class Retrieval:
     listing: tuple[int, int] | None = None  # (limit, offset)
     watermark: int = 0  # the HNSW index holds the rows with seq <= watermark; the rest is scanned exactly
     ef_search: int | None = None  # the HNSW candidate list (None: the pool's session default); >= vector_k
+    # the vector top-k is taken among these chunks (ranked in the process: kb.vectors), unless the table's
+    # index holds rows (a merge or CREATE INDEX since they were loaded): then the index answers as ever
+    near: list[str] | None = None
 
 
 @dataclass(slots=True)
@@ -59,6 +64,7 @@ class Retrieved:
     vector: list[Row] = field(default_factory=list)
     ids: list[Row] = field(default_factory=list)
     listing: list[Row] = field(default_factory=list)
+    in_process: bool = False  # the vector side was ranked in the process (`near`), not by a scan or index
 
 
 def _query_vector(dim: int) -> str:
@@ -80,7 +86,12 @@ def _statement(r: Retrieval, ef: int) -> str:
         "NULL::jsonb AS metadata, NULL::float8 AS distance, 0::bigint AS ord, "
         "(SELECT updated_at FROM knowledge_bases WHERE id = :kb_id) AS version"
     ]
-    if r.query is not None and r.vector_k:
+    if r.query is not None and r.vector_k and r.near is not None:
+        parts.append(
+            f"SELECT 'vector', {_COLUMNS}, ({distance})::float8, 0::bigint, NULL::timestamptz "
+            f"FROM {t} WHERE chunk_id = ANY(:near) AND {where}"
+        )
+    elif r.query is not None and r.vector_k:
         # the index's top-k over seq <= W, the delta's exact top-k (OFFSET 0 keeps that scan off the index),
         # the best k of both, as (chunk_id, distance) pairs: an exact scan (the delta, or a table the
         # planner scans rather than search its index) then carries narrow rows, and only the k winners'
@@ -114,6 +125,12 @@ def _statement(r: Retrieval, ef: int) -> str:
     return f"/* ef_search {int(ef)} */ " + " UNION ALL ".join(parts)
 
 
+def _by_distance(row: Row) -> float:
+    """PostgreSQL's order: a NaN distance (to a zero vector) last."""
+    d = row.distance or 0.0
+    return math.inf if math.isnan(d) else d
+
+
 async def _set_ef_search(conn: AsyncConnection, ef: int) -> None:
     await conn.execute(text("SELECT set_config('hnsw.ef_search', :ef, false)"), {"ef": str(ef)})
 
@@ -135,6 +152,10 @@ async def retrieve(conn: AsyncConnection, r: Retrieval) -> Retrieved:
         params["limit"], params["offset"] = r.listing
     if r.query is not None and r.vector_k:
         r = replace(r, watermark=await vector_index.watermark(conn, r.table))
+        if r.watermark > 0 and r.near is not None:  # indexed since the vectors were loaded: the index answers
+            r = replace(r, near=None)
+    if r.near is not None:
+        params["near"] = TextArray(r.near)
     # the pool's default breadth (storage.db), unless the KB asks for another list or the search for more
     # rows than it holds. The session keeps what was set last: on an autocommit connection a list set here
     # stays (the next search of that KB sets nothing); inside a transaction, which a rollback would undo, it
@@ -154,7 +175,7 @@ async def retrieve(conn: AsyncConnection, r: Retrieval) -> Retrieved:
     finally:
         if restore is not None:
             await _set_ef_search(conn, restore)
-    out = Retrieved(None)
+    out = Retrieved(None, in_process=r.near is not None)
     ordered: dict[str, list[tuple[int, Row]]] = {"listing": []}
     for side, chunk_id, doc_id, content, metadata, distance, ord_, version in rows:
         if side == "kb":
@@ -173,12 +194,39 @@ async def retrieve(conn: AsyncConnection, r: Retrieval) -> Retrieved:
             out.ids.append(row)
         else:
             ordered[side].append((int(ord_), row))
-    out.vector.sort(key=lambda row: row.distance or 0.0)
+    out.vector.sort(key=_by_distance)
+    if r.near is not None:
+        del out.vector[r.vector_k :]
     if r.ids:
         found = {row.chunk_id: row for row in out.ids}
         out.ids = [found[c] for c in r.ids if c in found]
     out.listing = [row for _, row in sorted(ordered["listing"], key=lambda p: p[0])]
     return out
+
+
+async def all_vectors(
+    conn: AsyncConnection, kb_id: int, table: str, dim: int, limit: int
+) -> tuple[datetime | None, list[str] | None, np.ndarray | None]:
+    """The KB's version and its chunks' ids and vectors (float32, a row each), read in one snapshot; (version,
+    None, None) when the table holds more than `limit` chunks or its HNSW index holds any (searched through
+    the index). The vectors come as one `bytea` of pgvector's binary format (`vector_send`: a 4-byte header,
+    then big-endian float32s), in the order of the ids (two aggregates over the same rows)."""
+    rows = await fetch_tuples(
+        conn,
+        "SELECT (SELECT updated_at FROM knowledge_bases WHERE id = :kb_id), "
+        f"(SELECT indexed_seq FROM {vector_index.STATE} WHERE storage_table = :table), count(*), "
+        "array_agg(chunk_id), string_agg(vector_send(embedding), ''::bytea) "
+        f"FROM (SELECT chunk_id, embedding FROM {table} LIMIT :limit) c",
+        {"kb_id": kb_id, "table": table, "limit": limit + 1},
+        binary=True,
+    )
+    version, indexed, count, chunk_ids, blob = rows[0]
+    if count > limit or (indexed or 0) > 0:
+        return version, None, None
+    if not count:
+        return version, [], np.zeros((0, dim), dtype=np.float32)
+    vectors = np.frombuffer(blob, dtype=">f4").reshape(count, dim + 1)[:, 1:]
+    return version, list(chunk_ids), vectors.astype(np.float32)
 
 
 async def all_texts(conn: AsyncConnection, table: str) -> tuple[list[str], list[str]]:

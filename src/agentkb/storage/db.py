@@ -68,19 +68,20 @@ def driver_sql(statement: str) -> str:
 
 
 async def fetch_tuples(
-    conn: AsyncConnection, statement: str, params: dict[str, Any]
+    conn: AsyncConnection, statement: str, params: dict[str, Any], *, binary: bool = False
 ) -> list[tuple[Any, ...]]:
     """The rows of `statement` (SQLAlchemy's `:name` parameters) as tuples, run on the pooled connection's
     psycopg connection itself, in its transaction if one is open. For the hot statements (the search, an
     insert's look-up of 1,000 documents' stored chunks): SQLAlchemy's execution layer (compiled-statement
     lookup, execution context, result metadata, a Row per row) costs more than psycopg's own work there.
     psycopg prepares a statement after a few runs, as through SQLAlchemy; errors surface as SQLAlchemy's
-    (`DBAPIError` subclasses with the psycopg error as `orig`, as callers expect)."""
+    (`DBAPIError` subclasses with the psycopg error as `orig`, as callers expect). `binary`: the results in
+    PostgreSQL's binary format."""
     raw = await conn.get_raw_connection()
     driver: psycopg.AsyncConnection[Any] = raw.driver_connection  # type: ignore[assignment]
     sql = driver_sql(statement)
     try:
-        async with driver.cursor() as cursor:
+        async with driver.cursor(binary=binary) as cursor:
             await cursor.execute(sql, params)
             return await cursor.fetchall()
     except psycopg.Error as exc:
