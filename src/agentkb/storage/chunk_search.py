@@ -86,12 +86,7 @@ def _statement(r: Retrieval, ef: int) -> str:
         "NULL::jsonb AS metadata, NULL::float8 AS distance, 0::bigint AS ord, "
         "(SELECT updated_at FROM knowledge_bases WHERE id = :kb_id) AS version"
     ]
-    if r.query is not None and r.vector_k and r.near is not None:
-        parts.append(
-            f"SELECT 'vector', {_COLUMNS}, ({distance})::float8, 0::bigint, NULL::timestamptz "
-            f"FROM {t} WHERE chunk_id = ANY(:near) AND {where}"
-        )
-    elif r.query is not None and r.vector_k:
+    if r.query is not None and r.vector_k:
         # the index's top-k over seq <= W, the delta's exact top-k (OFFSET 0 keeps that scan off the index),
         # the best k of both, as (chunk_id, distance) pairs: an exact scan (the delta, or a table the
         # planner scans rather than search its index) then carries narrow rows, and only the k winners'
@@ -99,7 +94,9 @@ def _statement(r: Retrieval, ef: int) -> str:
         # one generic plan of the prepared statement instead of planning each search again.
         k, mark = int(r.vector_k), int(r.watermark)
         rows = f"SELECT chunk_id, {distance} AS distance FROM {t}"
-        if mark > 0:
+        if r.near is not None:  # ranked in the process: PostgreSQL's distances order the candidates
+            top = f"{rows} WHERE chunk_id = ANY(:near) AND ({where}) ORDER BY distance LIMIT {k}"
+        elif mark > 0:
             top = (
                 f"SELECT chunk_id, distance FROM (({rows} WHERE seq <= {mark} AND ({where}) ORDER BY distance "
                 f"LIMIT {k}) UNION ALL (SELECT * FROM ({rows} WHERE seq > {mark} AND ({where}) OFFSET 0) delta "
@@ -195,8 +192,6 @@ async def retrieve(conn: AsyncConnection, r: Retrieval) -> Retrieved:
         else:
             ordered[side].append((int(ord_), row))
     out.vector.sort(key=_by_distance)
-    if r.near is not None:
-        del out.vector[r.vector_k :]
     if r.ids:
         found = {row.chunk_id: row for row in out.ids}
         out.ids = [found[c] for c in r.ids if c in found]
