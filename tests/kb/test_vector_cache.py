@@ -154,7 +154,7 @@ async def test_loads_in_the_background_once_per_kb_and_version() -> None:
         await gate.wait()
         return _set_of(4)
 
-    cache = VectorSets(1 << 20)
+    cache = VectorSets(1 << 20, spacing=0)
     assert cache.get(1, V1, load) is None  # the first search finds none: PostgreSQL answers it
     assert cache.get(1, V1, load) is None  # one load at a time
     await asyncio.sleep(0)
@@ -171,7 +171,7 @@ async def test_loads_in_the_background_once_per_kb_and_version() -> None:
 
 async def test_the_byte_budget_drops_the_least_recently_used() -> None:
     one = VectorSet(V1, *_pair(_set_of(100))).nbytes
-    cache = VectorSets(2 * one + one // 2)  # room for two sets
+    cache = VectorSets(2 * one + one // 2, spacing=0)  # room for two sets
 
     async def load() -> Loaded:
         return _set_of(100)
@@ -199,7 +199,7 @@ async def test_a_kb_too_large_is_tried_again_only_after_a_write(caplog: pytest.L
         calls.append(1)
         return Loaded(V1, None, None)
 
-    cache = VectorSets(1 << 20)
+    cache = VectorSets(1 << 20, spacing=0)
     cache.get(1, V1, too_large)
     await _settled(cache)
     assert cache.get(1, V1, too_large) is None and not cache._loading and len(calls) == 1
@@ -218,6 +218,29 @@ async def test_a_kb_too_large_is_tried_again_only_after_a_write(caplog: pytest.L
     assert cache.get(2, V1, too_large) is not None
     assert VectorSets(0).get(3, V1, too_large) is None and len(calls) == 2  # 0 MB: never loads
     await cache.aclose()
+
+
+async def test_loads_of_a_kb_are_spaced_out() -> None:
+    """A KB written between every two searches is not loaded again for each: the next load of a KB waits ten
+    times as long as its last one took."""
+    calls: list[int] = []
+
+    async def slow() -> Loaded:
+        calls.append(1)
+        await asyncio.sleep(0.05)
+        return _set_of(3)
+
+    cache = VectorSets(1 << 20)
+    cache.get(1, V1, slow)
+    await _settled(cache)
+    assert cache.get(1, V2, slow) is None and not cache._loading  # a write since: too soon to load again
+    assert cache.get(2, V1, slow) is None and cache._loading  # another KB is not held back
+    await _settled(cache)
+    await asyncio.sleep(0.6)
+    cache.get(1, V2, slow)
+    await _settled(cache)
+    held = cache.get(1, V1, slow)
+    assert held is not None and len(calls) == 3
 
 
 # -- through HTTP: two servers on one database ---------------------------------------------------

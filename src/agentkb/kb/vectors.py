@@ -9,16 +9,18 @@ asked for, and PostgreSQL's distances rank them. Like the BM25 indexes (kb.lexic
 by the KB's `updated_at`, which every write moves in its own transaction, whichever process writes: a set
 is loaded with the version it was read with, in one snapshot, and used only for a search of that version;
 the search reads the version back in its statement, so a write between the two is noticed (and the search
-run again in PostgreSQL). Sets load in the background, one at a time per KB, after a search finds none of
-its version; until then searches scan in PostgreSQL as before. A table with more than `MAX_CHUNKS` chunks,
-or whose HNSW index holds any, is searched through the index, at the KB's breadth; all sets together stay
-under the byte budget (`AGENTKB_VECTOR_CACHE_MB`), the least recently used dropped first.
+run again in PostgreSQL). Sets load in the background, one at a time per KB (spaced out: `LOAD_SPACING`),
+after a search finds none of its version; until then searches scan in PostgreSQL as before. A table with
+more than `MAX_CHUNKS` chunks, or whose HNSW index holds any, is searched through the index, at the KB's
+breadth; all sets together stay under the byte budget (`AGENTKB_VECTOR_CACHE_MB`), the least recently used
+dropped first.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -35,6 +37,10 @@ log = logging.getLogger(__name__)
 # it does a smaller table's where one was made (CREATE INDEX ON KNOWLEDGE_BASE): its breadth (`ef_search`) is
 # the KB's choice
 MAX_CHUNKS = 4_000
+# a KB's next load starts no sooner than this many times its last load's duration after it: a load of 2,000
+# 384-d chunks costs ~35 ms of CPU (PostgreSQL and this process), and a KB written to between every two
+# searches would otherwise be loaded again and again for searches that find it changed
+LOAD_SPACING = 10.0
 
 
 def margin(k: int) -> int:
@@ -108,8 +114,10 @@ def single_threaded_blas() -> None:
 class VectorSets:
     """The per-process cache: kb id → the newest set loaded, within `max_bytes` in all."""
 
-    def __init__(self, max_bytes: int) -> None:
+    def __init__(self, max_bytes: int, *, spacing: float = LOAD_SPACING) -> None:
         self.max_bytes = max_bytes
+        self.spacing = spacing
+        self._next_load: dict[int, float] = {}  # kb id → the monotonic time its next load may start
         self._sets: OrderedDict[int, VectorSet] = OrderedDict()
         self._too_large: dict[int, datetime | None] = {}  # kb id → the version found over MAX_CHUNKS
         self._loading: dict[int, asyncio.Task[None]] = {}
@@ -126,6 +134,8 @@ class VectorSets:
             return cached
         if self.max_bytes <= 0 or kb_id in self._loading:
             return None
+        if time.monotonic() < self._next_load.get(kb_id, 0.0):
+            return None
         if kb_id in self._too_large and self._too_large[kb_id] == version:
             return None
         task = asyncio.create_task(self._load(kb_id, load))
@@ -136,6 +146,14 @@ class VectorSets:
         return None
 
     async def _load(self, kb_id: int, load: Loader) -> None:
+        started = time.monotonic()
+        try:
+            await self._take(kb_id, load)
+        finally:
+            ended = time.monotonic()
+            self._next_load[kb_id] = ended + self.spacing * (ended - started)
+
+    async def _take(self, kb_id: int, load: Loader) -> None:
         try:
             got = await load()
             if got.version is None:  # the KB is gone
@@ -165,6 +183,7 @@ class VectorSets:
     def forget(self, kb_id: int) -> None:
         self._sets.pop(kb_id, None)
         self._too_large.pop(kb_id, None)
+        self._next_load.pop(kb_id, None)
 
     async def aclose(self) -> None:
         tasks = list(self._loading.values())
