@@ -204,15 +204,17 @@ async def all_vectors(
 ) -> tuple[datetime | None, list[str] | None, np.ndarray | None]:
     """The KB's version and its chunks' ids and vectors (float32, a row each), read in one snapshot; (version,
     None, None) when the table holds more than `limit` chunks or its HNSW index holds any (searched through
-    the index). The vectors come as one `bytea` of pgvector's binary format (`vector_send`: a 4-byte header,
-    then big-endian float32s), in the order of the ids (two aggregates over the same rows)."""
+    the index), found before any vector is read (a one-time filter). The vectors come as one `bytea` of
+    pgvector's binary format (`vector_send`: a 4-byte header, then big-endian float32s), in the order of the
+    ids (two aggregates over the same rows)."""
     rows = await fetch_tuples(
         conn,
-        "SELECT (SELECT updated_at FROM knowledge_bases WHERE id = :kb_id), "
-        f"(SELECT indexed_seq FROM {vector_index.STATE} WHERE storage_table = :table), count(*), "
-        "array_agg(chunk_id), string_agg(vector_send(embedding), ''::bytea) "
-        f"FROM (SELECT chunk_id, embedding FROM {table} LIMIT :limit) c",
-        {"kb_id": kb_id, "table": table, "limit": limit + 1},
+        f"WITH n AS (SELECT count(*) AS n FROM (SELECT 1 FROM {table} LIMIT :over) o), "
+        f"w AS (SELECT coalesce(max(indexed_seq), 0) AS w FROM {vector_index.STATE} WHERE storage_table = :table) "
+        "SELECT (SELECT updated_at FROM knowledge_bases WHERE id = :kb_id), (SELECT w FROM w), (SELECT n FROM n), "
+        f"array_agg(chunk_id), string_agg(vector_send(embedding), ''::bytea) FROM {table} "
+        "WHERE (SELECT n FROM n) <= :limit AND (SELECT w FROM w) = 0",
+        {"kb_id": kb_id, "table": table, "limit": limit, "over": limit + 1},
         binary=True,
     )
     version, indexed, count, chunk_ids, blob = rows[0]
@@ -220,7 +222,7 @@ async def all_vectors(
         return version, None, None
     if not count:
         return version, [], np.zeros((0, dim), dtype=np.float32)
-    vectors = np.frombuffer(blob, dtype=">f4").reshape(count, dim + 1)[:, 1:]
+    vectors = np.frombuffer(blob, dtype=">f4").reshape(len(chunk_ids), dim + 1)[:, 1:]
     return version, list(chunk_ids), vectors.astype(np.float32)
 
 
