@@ -119,7 +119,7 @@ class VectorSets:
         self.spacing = spacing
         self._next_load: dict[int, float] = {}  # kb id → the monotonic time its next load may start
         self._sets: OrderedDict[int, VectorSet] = OrderedDict()
-        self._too_large: dict[int, datetime | None] = {}  # kb id → the version found over MAX_CHUNKS
+        self._declined: dict[int, datetime | None] = {}  # kb id → a version found indexed or too large
         self._loading: dict[int, asyncio.Task[None]] = {}
 
     @property
@@ -127,7 +127,8 @@ class VectorSets:
         return sum(s.nbytes for s in self._sets.values())
 
     def get(self, kb_id: int, version: datetime, load: Loader) -> VectorSet | None:
-        """The set of `version`, or None (a load starts unless one is running, or the KB was too large)."""
+        """The set of `version`, or None: then a load starts, unless one is running, the KB's last one ended
+        too recently, or this version was found indexed or too large."""
         cached = self._sets.get(kb_id)
         if cached is not None and cached.version == version:
             self._sets.move_to_end(kb_id)
@@ -136,7 +137,7 @@ class VectorSets:
             return None
         if time.monotonic() < self._next_load.get(kb_id, 0.0):
             return None
-        if kb_id in self._too_large and self._too_large[kb_id] == version:
+        if kb_id in self._declined and self._declined[kb_id] == version:
             return None
         task = asyncio.create_task(self._load(kb_id, load))
         self._loading[kb_id] = task
@@ -161,18 +162,18 @@ class VectorSets:
                 return
             if got.chunk_ids is None or got.vectors is None:
                 self._sets.pop(kb_id, None)
-                self._too_large[kb_id] = got.version
+                self._declined[kb_id] = got.version
                 return
             found = await asyncio.to_thread(VectorSet, got.version, got.chunk_ids, got.vectors)
         except Exception:  # searches go on scanning in PostgreSQL; a later search tries again
             log.exception("vectors of knowledge base %s failed to load", kb_id)
             return
-        self._too_large.pop(kb_id, None)
+        self._declined.pop(kb_id, None)
         kept = self._sets.get(kb_id)
         if kept is not None and kept.version > found.version:
             return
         if found.nbytes > self.max_bytes:
-            self._too_large[kb_id] = found.version
+            self._declined[kb_id] = found.version
             self._sets.pop(kb_id, None)
             return
         self._sets[kb_id] = found
@@ -182,7 +183,7 @@ class VectorSets:
 
     def forget(self, kb_id: int) -> None:
         self._sets.pop(kb_id, None)
-        self._too_large.pop(kb_id, None)
+        self._declined.pop(kb_id, None)
         self._next_load.pop(kb_id, None)
 
     async def aclose(self) -> None:
