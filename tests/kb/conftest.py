@@ -9,14 +9,6 @@ import httpx
 import pytest
 
 from tests.conftest import ServedApp
-from tests.openai_stub import OpenAIStub
-
-
-@pytest.fixture()
-def stub() -> Iterator[OpenAIStub]:
-    """The OpenAI-compatible embedding stub, 16-dimensional vectors (equal texts, equal vectors)."""
-    with OpenAIStub(dim=16) as server:
-        yield server
 
 
 @pytest.fixture()

@@ -238,6 +238,12 @@ def test_bad_inserts_change_nothing(client: httpx.Client, animals: str) -> None:
     )
 
 
+@pytest.fixture()
+def stub() -> Iterator[OpenAIStub]:
+    with OpenAIStub(dim=16) as server:
+        yield server
+
+
 def test_openai_compatible_embedder_with_retry(client: httpx.Client, unique: str, stub: OpenAIStub) -> None:
     kb = f"remote_{unique}"
     create_kb(

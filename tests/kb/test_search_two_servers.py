@@ -6,13 +6,22 @@ equally) and the lexical side (`hybrid_search_alpha: 0`, BM25 alone)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.openai_stub import OpenAIStub
 
 P = "/api/projects/mindsdb"
+
+
+@pytest.fixture()
+def stub() -> Iterator[OpenAIStub]:
+    """16-dimensional vectors (equal texts, equal vectors)."""
+    with OpenAIStub(dim=16) as server:
+        yield server
 
 
 def rows(tag: str, n: int = 6) -> list[dict[str, Any]]:

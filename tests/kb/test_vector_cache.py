@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -244,6 +245,13 @@ async def test_loads_of_a_kb_are_spaced_out() -> None:
 
 
 # -- through HTTP: two servers on one database ---------------------------------------------------
+
+
+@pytest.fixture()
+def stub() -> Iterator[OpenAIStub]:
+    """16-dimensional vectors (equal texts, equal vectors)."""
+    with OpenAIStub(dim=16) as server:
+        yield server
 
 
 def _counter(client: httpx.Client, outcome: str) -> float:
