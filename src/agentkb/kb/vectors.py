@@ -3,17 +3,17 @@ PostgreSQL only for the best candidates' rows (by chunk id, with PostgreSQL's ow
 final order) and the KB's version, still in one statement.
 
 This replaces the exact scan PostgreSQL runs over a chunk table with no HNSW index (storage.chunk_search):
-~0.35 µs a row on these CPUs (2,000 chunks: 0.7–3.3 ms, more after an idle moment), where a NumPy product
-over the same unit vectors takes ~0.1 ms. The answers are the scan's: the candidates are a few more than
-asked for, and PostgreSQL's distances rank them. Like the BM25 indexes (kb.lexical), a set is a cache keyed
-by the KB's `updated_at`, which every write moves in its own transaction, whichever process writes: a set
-is loaded with the version it was read with, in one snapshot, and used only for a search of that version;
-the search reads the version back in its statement, so a write between the two is noticed (and the search
-run again in PostgreSQL). Sets load in the background, one at a time per KB (spaced out: `LOAD_SPACING`),
-after a search finds none of its version; until then searches scan in PostgreSQL as before. A table with
-more than `MAX_CHUNKS` chunks, or whose HNSW index holds any, is searched through the index, at the KB's
-breadth; all sets together stay under the byte budget (`AGENTKB_VECTOR_CACHE_MB`), the least recently used
-dropped first.
+2,000 chunks took 0.7 ms on a Zen 4 and 2.2–3.3 ms on a Zen 3 (more after an idle moment), where a NumPy
+product over the same unit vectors takes 0.06 ms back to back (~0.4 ms inside a running server). The answers
+are the scan's: the candidates are a few more than asked for, and PostgreSQL's distances rank them. Like the
+BM25 indexes (kb.lexical), a set is a cache keyed by the KB's `updated_at`, which every write moves in its own
+transaction, whichever process writes: a set is loaded with the version it was read with, in one snapshot, and
+used only for a search of that version; the search reads the version back in its statement, so a write between
+the two is noticed (and the search run again in PostgreSQL). Sets load in the background, one at a time per KB
+(spaced out: `LOAD_SPACING`), after a search finds none of its version; until then searches scan in PostgreSQL
+as before. A table with more than `MAX_CHUNKS` chunks, or whose HNSW index holds any, is searched through the
+index, at the KB's breadth; all sets together stay under the byte budget (`AGENTKB_VECTOR_CACHE_MB`), the
+least recently used dropped first.
 """
 
 from __future__ import annotations
@@ -51,8 +51,8 @@ def margin(k: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Loaded:
-    """What a load read in one snapshot: the KB's version, and its chunk ids and vectors (None: the table
-    holds more than the limit asked for)."""
+    """What a load read in one snapshot: the KB's version (None: the KB is gone), and its chunk ids and
+    vectors (None: the table holds more than the limit asked for, or its HNSW index holds rows)."""
 
     version: datetime | None
     chunk_ids: list[str] | None
