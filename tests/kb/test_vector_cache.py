@@ -23,6 +23,7 @@ from agentkb.kb.vectors import Loaded, VectorSet, VectorSets, margin
 from agentkb.storage import chunk_search, chunks, vector_index
 from agentkb.storage.chunks import ChunkWrite
 from agentkb.storage.db import Database
+from tests.kb.test_vector_delta import rows
 from tests.openai_stub import OpenAIStub
 
 P = "/api/projects/mindsdb"
@@ -34,13 +35,13 @@ def writes(rng: np.random.Generator, n: int, dim: int) -> list[ChunkWrite]:
     v = rng.standard_normal((n, dim)).astype(np.float32)
     v[3] = v[2]  # a duplicate vector
     v[5] = 0.0  # a zero vector: its cosine distance is NaN in PostgreSQL
-    return [ChunkWrite(f"d{i}:c", f"d{i}", f"text {i}", f"h{i}", {"n": i}, v[i]) for i in range(n)]
+    return rows(v, 0)
 
 
 async def stored(db: Database, table: str) -> dict[str, np.ndarray]:
     async with db.connect() as conn:
-        rows = (await conn.execute(text(f"SELECT chunk_id, embedding::text AS e FROM {table}"))).all()
-    return {r.chunk_id: np.asarray(json.loads(r.e), dtype=np.float32) for r in rows}
+        found = (await conn.execute(text(f"SELECT chunk_id, embedding::text AS e FROM {table}"))).all()
+    return {r.chunk_id: np.asarray(json.loads(r.e), dtype=np.float32) for r in found}
 
 
 @pytest.mark.parametrize("dim", [16, 2048])
@@ -64,7 +65,7 @@ async def test_in_process_ranking_gives_postgresql_exact_answers(
         held = VectorSet(V1, ids, vecs)
         assert held.half == (dim > 2000)
 
-        queries = [*rng.standard_normal((25, dim)).astype(np.float32), table_rows["d2:c"]]
+        queries = [*rng.standard_normal((25, dim)).astype(np.float32), table_rows["d2:c:1of1"]]
         for q in queries:
             for limit in (1, 10, 40):
                 options = SearchOptions(query="q", limit=limit, hybrid=False)
@@ -283,8 +284,8 @@ def test_a_write_through_one_server_is_searched_at_once_through_the_other(
         "metadata_columns": ["topic"],
     }
     assert client.post(f"{P}/knowledge_bases", json={"knowledge_base": body}).status_code == 201
-    rows = [{"id": f"r{i}", "body": f"row {i} of plain words number{i}", "topic": "a"} for i in range(30)]
-    assert client.put(f"{P}/knowledge_bases/{kb}", json={"knowledge_base": {"rows": rows}}).status_code == 200
+    data = [{"id": f"r{i}", "body": f"row {i} of plain words number{i}", "topic": "a"} for i in range(30)]
+    assert client.put(f"{P}/knowledge_bases/{kb}", json={"knowledge_base": {"rows": data}}).status_code == 200
 
     answered = _counter(second, "answered")
     for _ in range(100):  # the second server's first searches load the KB's vectors in the background

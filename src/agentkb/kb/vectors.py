@@ -119,7 +119,7 @@ class VectorSets:
         self.spacing = spacing
         self._next_load: dict[int, float] = {}  # kb id → the monotonic time its next load may start
         self._sets: OrderedDict[int, VectorSet] = OrderedDict()
-        self._declined: dict[int, datetime | None] = {}  # kb id → a version found indexed or too large
+        self._declined: dict[int, datetime] = {}  # kb id → a version found indexed or too large
         self._loading: dict[int, asyncio.Task[None]] = {}
 
     @property
@@ -137,7 +137,7 @@ class VectorSets:
             return None
         if time.monotonic() < self._next_load.get(kb_id, 0.0):
             return None
-        if kb_id in self._declined and self._declined[kb_id] == version:
+        if self._declined.get(kb_id) == version:
             return None
         task = asyncio.create_task(self._load(kb_id, load))
         self._loading[kb_id] = task
