@@ -163,6 +163,32 @@ def test_migration_adds_document_fingerprints(client: httpx.Client, unique: str,
     assert client.delete(f"{kbs}/{name}").status_code == 204
 
 
+def test_migration_keeps_chunk_rows_whole(client: httpx.Client, unique: str, pg_url: str) -> None:
+    """Chunk tables made before 0015 have PostgreSQL's default TOAST threshold: upgrading gives them
+    `storage.chunks.ROW_TOAST_TARGET`, and their rows stay searchable."""
+    from agentkb.storage.chunks import ROW_TOAST_TARGET
+    from agentkb.storage.migrate import upgrade
+
+    name = f"kb_{unique}"
+    kbs = "/api/projects/mindsdb/knowledge_bases"
+    table = client.post(kbs, json={"knowledge_base": {"name": name}}).json()["vector_database_table"]
+    rows = [{"id": 1, "content": "the fuser unit overheated"}, {"id": 2, "content": "paper jam at the rear"}]
+    assert client.put(f"{kbs}/{name}", json={"knowledge_base": {"rows": rows}}).status_code == 200
+    options = "SELECT reloptions FROM pg_class WHERE oid = %s::regclass"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        (head,) = conn.execute("SELECT version_num FROM alembic_version").fetchone() or ("",)
+        conn.execute(f"ALTER TABLE {table} RESET (toast_tuple_target)")
+        assert conn.execute(options, (table,)).fetchone() == (None,)
+        conn.execute("UPDATE alembic_version SET version_num = '0014_document_fingerprints'")
+    upgrade(pg_url)
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == (head,)
+        assert conn.execute(options, (table,)).fetchone() == ([f"toast_tuple_target={ROW_TOAST_TARGET}"],)
+    found = client.post(f"{kbs}/{name}/search", json={"query": "fuser overheated", "limit": 1}).json()
+    assert [h["id"] for h in found] == [1], found
+    assert client.delete(f"{kbs}/{name}").status_code == 204
+
+
 def test_an_insert_that_changes_nothing_keeps_the_knowledge_base_version(
     client: httpx.Client, unique: str, pg_url: str
 ) -> None:

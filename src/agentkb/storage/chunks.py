@@ -37,6 +37,16 @@ _COPY_NULL = b"\xff\xff\xff\xff"
 _COPY_FIELDS = struct.pack("!h", 7)
 _COPY_FLUSH = 1 << 20  # bytes sent to the server at a time
 _length = struct.Struct("!i").pack
+# A chunk's row is left whole up to this size (PostgreSQL's largest `toast_tuple_target`, a page less its
+# header). With the default (~2 kB), a 384-d chunk of ~540 characters (~2.3 kB) had its content compressed
+# with pglz at each write (prose rarely shrinks by the quarter pglz asks for), then moved to the TOAST table
+# (a second row and index entry); a 1,536-d one had its vector compressed too, in vain. Binary COPY of 1,000
+# chunks (Zen 5): 384-d 20.4 -> 13.2 ms of PostgreSQL's time, 1,536-d 50.2 -> 17.3 ms; PostgreSQL's CPU for
+# a new KB's 2,000 rows, inserted and re-inserted over HTTP, -24 to -33 %. The cost: a 384-d table spans ~35 %
+# more pages (3 rows a page, not 4), and an exact scan of 2,000 of them took 1.22 against 0.98 ms; small
+# tables' vectors are ranked in the process (`kb.vectors`), and a hit's content is now read without a TOAST
+# look-up. Larger rows are TOASTed as before.
+ROW_TOAST_TARGET = 8160
 _vector_head = struct.Struct("!iHH").pack  # the field's length, then pgvector's (dimensions, unused)
 
 
@@ -58,13 +68,10 @@ async def create_chunk_table(conn: AsyncConnection, table: str, dim: int) -> Non
             updated_at timestamptz NOT NULL DEFAULT now(),
             seq bigserial NOT NULL,
             doc_fingerprint text
-        )""",
+        ) WITH (toast_tuple_target = {ROW_TOAST_TARGET})""",
         # the vector stays in the row (pgvector's type is stored out of line by default): an exact scan of
-        # the delta and each hit's distance then read no TOAST pages, about 3x less work per search. A row
-        # over ~2 kB has its content compressed, or moved out of line where it does not compress (prose
-        # rarely does): the narrower rows scan faster (keeping ~540-character content in the row instead,
-        # `toast_tuple_target`, cost an exact search 15 % more of PostgreSQL's time for 2,000 chunks); a
-        # vector too large for the page still moves out of line
+        # the delta and each hit's distance then read no TOAST pages, about 3x less work per search; a vector
+        # too large for the page still moves out of line
         f"ALTER TABLE {table} ALTER COLUMN embedding SET STORAGE MAIN",
         vector_index.hnsw_sql(table, dim, 0),
         f"CREATE INDEX {table}_seq ON {table} (seq)",
