@@ -3,6 +3,7 @@ documents it draws on (rows, a SELECT over a data source, files, crawled pages),
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -46,6 +47,7 @@ class Progress:
     counts: dict[str, Any] = field(default_factory=dict)
     errors: list[dict[str, Any]] = field(default_factory=list)
     cancel_requested: bool = False
+    recorded_at: float = field(default_factory=time.monotonic)  # counts last recorded (or the run began)
 
     def count(self, key: str, n: int = 1) -> None:
         self.counts[key] = self.counts.get(key, 0) + n

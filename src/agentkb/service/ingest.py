@@ -106,10 +106,12 @@ class IngestService:
         request = await self._validate(given)
         if given.partition is not None and (given.query is None or wait):
             raise BadRequest("A partitioned insert reads a query and runs in the background")
-        async with self.db.transaction() as conn:
-            project = await projects.resolve(conn, project_name)
-            kb = await repo.get(conn, project.id, kb_name) if is_identifier(kb_name) else None
+        # the look-up and the job's row need no transaction in common (the row's foreign key refuses a KB
+        # dropped meanwhile); forgetting old queries goes with the new one
+        async with self.db.transaction() if sql is not None else self.db.autocommitted() as conn:
+            kb = await repo.get_in_project(conn, project_name, kb_name) if is_identifier(kb_name) else None
             if kb is None:
+                await projects.resolve(conn, project_name)  # 404 for the project first, if that is missing
                 raise kb_not_found(kb_name)
             if "params" in request:
                 stored = {"embedding_model": kb.embedding_model, "reranking_model": kb.reranking_model}
@@ -119,7 +121,7 @@ class IngestService:
             job = await jobs.create(
                 conn,
                 job_id=uuid.uuid4().hex,
-                project_id=project.id,
+                project_id=kb.project_id,
                 kb_id=kb.id,
                 mode="sync" if wait else "async",
                 # a synchronous insert runs from this request and never again (a dead one is failed): its

@@ -39,11 +39,26 @@ def _masked(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: mask_text(v) if isinstance(v, str) else v for k, v in item.items()} for item in errors]
 
 
+# A running job's counts are recorded at most this often (and always at its end). Recording them after every
+# batch cost a 1,000-row insert a transaction on a second connection on its path (~2.5-4 ms of a 20-60 ms PUT,
+# Zen 5), for counts nobody could read before the job's end. A cancel request is then seen at the next record,
+# the next heartbeat (which stops the run) or not at all when the job ends first.
+PROGRESS_EVERY_S = 1.0
+
+
 class JobRunner:
-    def __init__(self, db: Database, execute: Execute, *, heartbeat_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        db: Database,
+        execute: Execute,
+        *,
+        heartbeat_s: float = 5.0,
+        progress_every_s: float = PROGRESS_EVERY_S,
+    ) -> None:
         self.db = db
         self.execute = execute
         self.heartbeat_s = heartbeat_s
+        self.progress_every_s = progress_every_s
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self._lost: set[str] = set()  # jobs found taken over by another worker
 
@@ -125,9 +140,13 @@ class JobRunner:
         return final
 
     async def report(self, progress: Progress, counts: dict[str, Any]) -> None:
-        """Record progress; raise `JobCancelled` when a cancel was requested meanwhile, or when the job is no
-        longer this runner's."""
+        """Record progress (at most every `progress_every_s`); raise `JobCancelled` when a cancel was requested
+        meanwhile, or when the job is no longer this runner's."""
         progress.counts.update(counts)
+        now = time.monotonic()
+        if now - progress.recorded_at < self.progress_every_s:
+            return
+        progress.recorded_at = now
         async with self.db.transaction() as conn:
             state = await jobs.progress(
                 conn, progress.job_id, progress.counts, _masked(progress.errors), self.worker_id
@@ -158,7 +177,7 @@ class JobRunner:
         """Record how the job ended, if it is still this runner's (the job as recorded; None if not); its error
         texts are masked (`secrecy.mask_text`) before they are stored."""
         masked = mask_text(error) if error else error
-        async with self.db.transaction() as conn:
+        async with self.db.autocommitted() as conn:  # one statement: no BEGIN and COMMIT round trips
             recorded = await jobs.finish(
                 conn, job_id, state, progress.counts, _masked(progress.errors), masked, self.worker_id
             )

@@ -134,8 +134,12 @@ async def plan_with_given_lists(conn: AsyncConnection) -> None:
     `doc_id = ANY(<256 ids>)` to match most of the table and scans all of it. One statement inserting a million
     rows is one transaction: every batch scanned the whole chunk table, and the insert slowed to 1,000 rows/s
     and fewer as it grew."""
-    await conn.execute(text("SET LOCAL plan_cache_mode = force_custom_plan"))
-    await conn.execute(text("SET LOCAL enable_seqscan = off"))
+    await conn.execute(_GIVEN_LISTS)  # both `SET LOCAL`s in one round trip
+
+
+_GIVEN_LISTS = text(
+    "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), set_config('enable_seqscan', 'off', true)"
+)
 
 
 async def chunks_of_documents(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from functools import lru_cache
 from typing import Any
 
@@ -190,6 +190,11 @@ class Database:
                 self._parked.append((conn, born, self._generation))
             else:
                 await conn.close()
+
+    def autocommitted(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        """`read()` for writes that need no transaction in common: each statement is its own, committed by
+        itself (one round trip, not BEGIN, the statement and COMMIT)."""
+        return self.read()
 
     @property
     def parked(self) -> int:
