@@ -26,7 +26,9 @@ class ChunkingConfig:
     chunk_overlap: int = DEFAULT_CHUNK_OVERLAP
 
 
-@dataclass(frozen=True, slots=True)
+# not frozen (treated as immutable all the same): a frozen dataclass's __init__ sets each field through
+# object.__setattr__, 3x the cost (0.78 against 0.25 us for seven fields), and an insert makes one per row
+@dataclass(slots=True)
 class Chunk:
     chunk_id: str
     doc_id: str

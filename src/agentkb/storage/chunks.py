@@ -100,7 +100,9 @@ async def drop_chunk_table(conn: AsyncConnection, table: str) -> None:
     await vector_index.forget_table(conn, table)
 
 
-@dataclass(frozen=True, slots=True)
+# not frozen (treated as immutable all the same): a frozen dataclass's __init__ sets each field through
+# object.__setattr__, 3x the cost (0.78 against 0.25 us for seven fields), and an insert makes one per row
+@dataclass(slots=True)
 class StoredChunk:
     chunk_id: str
     doc_id: str
@@ -109,7 +111,9 @@ class StoredChunk:
     metadata: dict[str, Any] | None  # None: not read, as its fingerprint's digest is the one asked about
 
 
-@dataclass(frozen=True, slots=True)
+# not frozen (treated as immutable all the same): a frozen dataclass's __init__ sets each field through
+# object.__setattr__, 3x the cost (0.78 against 0.25 us for seven fields), and an insert makes one per row
+@dataclass(slots=True)
 class ChunkWrite:
     chunk_id: str
     doc_id: str
