@@ -109,7 +109,8 @@ search_duration = Histogram(
 search_in_process = Counter(
     "agentkb_search_in_process_rankings",
     "Vector searches ranked among a KB's vectors held in the process (AGENTKB_VECTOR_CACHE_MB), by outcome: "
-    "answered, or stale (the KB had changed since they were loaded: searched again in PostgreSQL).",
+    "answered, stale (the KB had changed since they were loaded: searched again in PostgreSQL), or indexed "
+    "(its table's HNSW index had been built since: the index answered, and the vectors were dropped).",
     ["outcome"],
 )
 

@@ -83,8 +83,8 @@ class Settings(BaseSettings):
     vector_cache_mb: int = Field(
         default=128,
         ge=0,
-        description="Memory each process may hold for small knowledge bases' vectors (up to 4,000 chunks and no "
-        "HNSW index, least recently searched dropped first): an unfiltered vector search of such a KB ranks them "
+        description="Memory each process may hold for knowledge bases' vectors (up to 20,000 chunks and no HNSW "
+        "index yet, least recently searched dropped first): an unfiltered vector search of such a KB ranks them "
         "in the process instead of an exact scan in PostgreSQL, and reads only the best rows from it. 0: every "
         "search scans in PostgreSQL.",
     )

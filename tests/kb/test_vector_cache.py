@@ -171,6 +171,31 @@ async def test_loads_in_the_background_once_per_kb_and_version() -> None:
     assert cache.get(1, V1, load) is None
 
 
+async def test_a_version_found_indexed_is_dropped_and_not_loaded_again() -> None:
+    """`decline`: the search found the table indexed since the load (the index answered): the set goes, and
+    that version is not loaded again; a later version is."""
+    calls: list[int] = []
+    versions = [V1, V2]
+
+    async def load() -> Loaded:
+        calls.append(1)
+        return Loaded(versions[len(calls) - 1], *_pair(_set_of(4)))
+
+    cache = VectorSets(1 << 20, spacing=0)
+    cache.get(1, V1, load)
+    await _settled(cache)
+    assert cache.get(1, V1, load) is not None and cache.nbytes > 0
+    cache.decline(1, V1)
+    assert cache.get(1, V1, load) is None and cache.nbytes == 0
+    await _settled(cache)
+    assert len(calls) == 1  # no load for the declined version
+    cache.get(1, V2, load)
+    await _settled(cache)
+    assert cache.get(1, V2, load) is not None and len(calls) == 2
+    cache.decline(1, V1)  # an older version's: the newer set stays
+    assert cache.get(1, V2, load) is not None
+
+
 async def test_the_byte_budget_drops_the_least_recently_used() -> None:
     one = VectorSet(V1, *_pair(_set_of(100))).nbytes
     cache = VectorSets(2 * one + one // 2, spacing=0)  # room for two sets
@@ -306,6 +331,22 @@ def test_a_write_through_one_server_is_searched_at_once_through_the_other(
     filtered = _counter(second, "answered")
     assert _ids(second, kb, "row 3 of plain words number3", " AND topic = 'a'")[0] == "r3"
     assert _counter(second, "answered") == filtered  # a filtered search is PostgreSQL's
+
+    # an HNSW index built since the load (here by CREATE INDEX ON KNOWLEDGE_BASE through the first server):
+    # the index answers, and the second server drops the vectors it held instead of ranking them in vain
+    for _ in range(100):
+        assert _ids(second, kb, "row 9 of plain words number9")[0] == "r9"
+        if _counter(second, "answered") > filtered:
+            break
+    else:
+        raise AssertionError("the new version's vectors were never ranked in the process")
+    r = client.post("/api/sql/query", json={"query": f"CREATE INDEX ON KNOWLEDGE_BASE mindsdb.{kb}"})
+    assert r.status_code == 200 and r.json().get("type") != "error", r.text
+    answered, indexed = _counter(second, "answered"), _counter(second, "indexed")
+    for n in range(3):
+        assert _ids(second, kb, f"row {n} of plain words number{n}")[0] == f"r{n}"
+    assert _counter(second, "answered") == answered
+    assert _counter(second, "indexed") == indexed + 1  # once: the set is gone, and not loaded again
 
     assert client.delete(f"{P}/knowledge_bases/{kb}").status_code in (200, 204)
     r = second.post("/api/sql/query", json={"query": f"SELECT * FROM mindsdb.{kb} WHERE content = 'x'"})

@@ -1,4 +1,4 @@
-"""Small knowledge bases' vectors kept in the process: an unfiltered vector search ranks them here and asks
+"""Unindexed knowledge bases' vectors kept in the process: an unfiltered vector search ranks them here and asks
 PostgreSQL only for the best candidates' rows (by chunk id, with PostgreSQL's own distances, which give the
 final order) and the KB's version, still in one statement.
 
@@ -12,8 +12,8 @@ used only for a search of that version; the search reads the version back in its
 the two is noticed (and the search run again in PostgreSQL). Sets load in the background, one at a time per KB
 (spaced out: `LOAD_SPACING`), after a search finds none of its version; until then searches scan in PostgreSQL
 as before. A table with more than `MAX_CHUNKS` chunks, or whose HNSW index holds any, is searched through the
-index, at the KB's breadth; all sets together stay under the byte budget (`AGENTKB_VECTOR_CACHE_MB`), the
-least recently used dropped first.
+index, at the KB's breadth (a set found indexed since its load is dropped: `VectorSets.decline`); all sets
+together stay under the byte budget (`AGENTKB_VECTOR_CACHE_MB`), the least recently used dropped first.
 """
 
 from __future__ import annotations
@@ -33,10 +33,13 @@ from agentkb.storage.vector_index import MAX_VECTOR_INDEX_DIM
 
 log = logging.getLogger(__name__)
 
-# larger tables get an HNSW index (service.vector_merge.MIN_TABLE_ROWS), which then answers their searches, as
-# it does a smaller table's where one was made (CREATE INDEX ON KNOWLEDGE_BASE): its breadth (`ef_search`) is
-# the KB's choice
-MAX_CHUNKS = 4_000
+# a table of 4,000 rows or more gets an HNSW index (service.vector_merge.MIN_TABLE_ROWS) once its inserts
+# settle, which then answers its searches, as it does a smaller table's where one was made (CREATE INDEX ON
+# KNOWLEDGE_BASE): its breadth (`ef_search`) is the KB's choice. Until the index holds its rows (a bulk load's
+# first build: 10,000 384-d rows took ~2 s on a Zen 5 with both cores), a larger table is ranked here too: up
+# to this many chunks (29 MB at 384-d, a fifth of the default budget), against PostgreSQL's exact scan of every
+# row beside the build
+MAX_CHUNKS = 20_000
 # a KB's next load starts no sooner than this many times its last load's duration after it: a load of 2,000
 # 384-d chunks costs ~35 ms of CPU (PostgreSQL and this process), and a KB written to between every two
 # searches would otherwise be loaded again and again for searches that find it changed
@@ -180,6 +183,12 @@ class VectorSets:
         self._sets.move_to_end(kb_id)
         while self.nbytes > self.max_bytes:
             self._sets.popitem(last=False)
+
+    def decline(self, kb_id: int, version: datetime) -> None:
+        """Drop the KB's set of `version` and load none for it again (its table was found indexed)."""
+        if (held := self._sets.get(kb_id)) is not None and held.version == version:
+            del self._sets[kb_id]
+        self._declined[kb_id] = version
 
     def forget(self, kb_id: int) -> None:
         self._sets.pop(kb_id, None)

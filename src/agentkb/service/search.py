@@ -275,6 +275,9 @@ class SearchService:
             found = await self._run(kb, options, vector, ids, None)
         elif found.in_process:
             metrics.search_in_process.labels("answered").inc()
+        elif held is not None:  # the table was indexed since the load: the index answers from now on
+            metrics.search_in_process.labels("indexed").inc()
+            self.vectors.decline(kb.id, held.version)
         if found.version is None:  # the KB (its chunk table) is gone
             raise self._gone(kb)
         return found.version, found.hits
