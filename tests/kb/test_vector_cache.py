@@ -19,7 +19,7 @@ import pytest
 from sqlalchemy import text
 
 from agentkb.kb.search import SearchOptions, search
-from agentkb.kb.vectors import Loaded, VectorSet, VectorSets, margin
+from agentkb.kb.vectors import MAX_CHUNKS, Loaded, VectorSet, VectorSets, margin
 from agentkb.storage import chunk_search, chunks, vector_index
 from agentkb.storage.chunks import ChunkWrite
 from agentkb.storage.db import Database
@@ -212,6 +212,16 @@ async def test_the_byte_budget_drops_the_least_recently_used() -> None:
     assert cache.get(1, V1, load) is not None and cache.get(3, V1, load) is not None
     assert cache.get(2, V1, load) is None and cache.nbytes <= cache.max_bytes
     await _settled(cache)
+
+
+def test_a_load_reads_no_more_rows_than_the_budget_holds() -> None:
+    """`max_rows`: `MAX_CHUNKS`, or fewer where a set of that many would not fit the budget (a 20,000-chunk
+    KB of 3,072 dimensions is 246 MB: read whole, it would only be declined)."""
+    assert VectorSets(128 << 20).max_rows(384) == MAX_CHUNKS
+    rows = VectorSets(128 << 20).max_rows(3072)
+    assert rows < MAX_CHUNKS
+    held = VectorSet(V1, [f"c{i}" for i in range(rows)], np.ones((rows, 3072), dtype=np.float32))
+    assert held.nbytes <= 128 << 20 < VectorSet(V1, [*held.chunk_ids, "x"], np.ones((rows + 1, 3072))).nbytes
 
 
 def _pair(loaded: Loaded) -> tuple[list[str], np.ndarray]:

@@ -44,6 +44,7 @@ MAX_CHUNKS = 20_000
 # 384-d chunks costs ~35 ms of CPU (PostgreSQL and this process), and a KB written to between every two
 # searches would otherwise be loaded again and again for searches that find it changed
 LOAD_SPACING = 10.0
+ROW_OVERHEAD = 80  # bytes a set holds per chunk besides its vector (the id's string and its list slot)
 
 
 def margin(k: int) -> int:
@@ -77,7 +78,7 @@ class VectorSet:
 
     @property
     def nbytes(self) -> int:
-        return int(self.unit.nbytes) + 80 * len(self.chunk_ids)
+        return int(self.unit.nbytes) + ROW_OVERHEAD * len(self.chunk_ids)
 
     def nearest(self, query: np.ndarray, k: int) -> list[str]:
         """The chunk ids of the `k` rows nearest `query` by cosine distance, in no particular order."""
@@ -128,6 +129,11 @@ class VectorSets:
     @property
     def nbytes(self) -> int:
         return sum(s.nbytes for s in self._sets.values())
+
+    def max_rows(self, dim: int) -> int:
+        """The most chunks of `dim` dimensions a load may read: `MAX_CHUNKS`, fewer where a set that large
+        would not fit the budget (it would be read only to be declined)."""
+        return min(MAX_CHUNKS, self.max_bytes // (4 * dim + ROW_OVERHEAD))
 
     def get(self, kb_id: int, version: datetime, load: Loader) -> VectorSet | None:
         """The set of `version`, or None: then a load starts, unless one is running, the KB's last one ended

@@ -28,7 +28,7 @@ from agentkb.kb.search import (
     lexical_weight,
     search,
 )
-from agentkb.kb.vectors import MAX_CHUNKS, Loaded, VectorSet, VectorSets
+from agentkb.kb.vectors import Loaded, VectorSet, VectorSets
 from agentkb.secrecy import SecretBox
 from agentkb.service import projects
 from agentkb.sql.kbquery import KBQuery
@@ -289,7 +289,9 @@ class SearchService:
         try:  # from where the searches read, in one snapshot with the version
             async with self.read_db.read() as conn:
                 return Loaded(
-                    *await chunk_search.all_vectors(conn, kb.id, kb.storage_table, kb.vector_dim, MAX_CHUNKS)
+                    *await chunk_search.all_vectors(
+                        conn, kb.id, kb.storage_table, kb.vector_dim, self.vectors.max_rows(kb.vector_dim)
+                    )
                 )
         except ProgrammingError as exc:
             if isinstance(exc.orig, UndefinedTable):

@@ -124,6 +124,11 @@ class ChunkWrite:
     fingerprint: str | None = None  # its document's (`StoredChunk.fingerprint`)
 
 
+_GIVEN_LISTS = text(
+    "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), set_config('enable_seqscan', 'off', true)"
+)
+
+
 async def plan_with_given_lists(conn: AsyncConnection) -> None:
     """For the rest of the transaction, PostgreSQL plans each statement for the parameters it runs with. A batch
     write's statements bind lists of ids (one to thousands) that decide the plan: psycopg prepares a statement
@@ -139,11 +144,6 @@ async def plan_with_given_lists(conn: AsyncConnection) -> None:
     rows is one transaction: every batch scanned the whole chunk table, and the insert slowed to 1,000 rows/s
     and fewer as it grew."""
     await conn.execute(_GIVEN_LISTS)  # both `SET LOCAL`s in one round trip
-
-
-_GIVEN_LISTS = text(
-    "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), set_config('enable_seqscan', 'off', true)"
-)
 
 
 async def chunks_of_documents(
