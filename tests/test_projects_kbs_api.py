@@ -189,6 +189,39 @@ def test_migration_keeps_chunk_rows_whole(client: httpx.Client, unique: str, pg_
     assert client.delete(f"{kbs}/{name}").status_code == 204
 
 
+def test_migration_drops_the_metadata_index(client: httpx.Client, unique: str, pg_url: str) -> None:
+    """Chunk tables made before 0016 had a GIN index on `metadata` that no filter could use: upgrading drops it;
+    a new table has none; filters work as before."""
+    from agentkb.storage.migrate import upgrade
+
+    name = f"kb_{unique}"
+    kbs = "/api/projects/mindsdb/knowledge_bases"
+    table = client.post(kbs, json={"knowledge_base": {"name": name, "metadata_columns": ["kind"]}}).json()[
+        "vector_database_table"
+    ]
+    assert not any("metadata" in d for d in _indexes(pg_url, table).values())
+    rows = [
+        {"id": 1, "content": "the fuser unit overheated", "kind": "hardware"},
+        {"id": 2, "content": "the fuser was replaced", "kind": "repair"},
+    ]
+    assert client.put(f"{kbs}/{name}", json={"knowledge_base": {"rows": rows}}).status_code == 200
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        (head,) = conn.execute("SELECT version_num FROM alembic_version").fetchone() or ("",)
+        conn.execute(f"CREATE INDEX {table}_meta ON {table} USING gin (metadata jsonb_path_ops)")
+        conn.execute("UPDATE alembic_version SET version_num = '0015_chunk_rows_whole'")
+    assert f"{table}_meta" in _indexes(pg_url, table)
+    upgrade(pg_url)
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == (head,)
+    assert f"{table}_meta" not in _indexes(pg_url, table)
+    found = client.post(
+        f"{kbs}/{name}/search",
+        json={"query": "fuser", "filters": {"kind": "repair"}, "limit": 5},
+    ).json()
+    assert [h["id"] for h in found] == [2], found
+    assert client.delete(f"{kbs}/{name}").status_code == 204
+
+
 def test_an_insert_that_changes_nothing_keeps_the_knowledge_base_version(
     client: httpx.Client, unique: str, pg_url: str
 ) -> None:
