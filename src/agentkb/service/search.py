@@ -4,6 +4,8 @@ endpoint and the agent's `kb_query_tool`."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -12,6 +14,7 @@ import httpx
 import numpy as np
 from psycopg.errors import UndefinedTable
 from sqlalchemy.exc import ProgrammingError
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb import metrics
 from agentkb.errors import NotFound, kb_not_found
@@ -278,7 +281,7 @@ class SearchService:
         elif held is not None:  # the table was indexed since the load: the index answers from now on
             metrics.search_in_process.labels("indexed").inc()
             self.vectors.decline(kb.id, held.version)
-        if found.version is None:  # the KB (its chunk table) is gone
+        if found.version is None:  # the KB's row is gone (a missing chunk table raised in `_run`)
             raise self._gone(kb)
         return found.version, found.hits
 
@@ -306,37 +309,34 @@ class SearchService:
         ids: list[str] | None,
         held: VectorSet | None,
     ) -> Found:
-        try:  # on the replica when there is one (the BM25 texts and KB rows come from the primary)
-            async with self.read_db.read() as conn:
-                return await search(
-                    conn,
-                    kb.id,
-                    kb.storage_table,
-                    kb.vector_dim,
-                    options,
-                    vector,
-                    ids,
-                    ef_search=kb.params.get("ef_search"),
-                    vectors=held,
-                )
-        except ProgrammingError as exc:
-            if not isinstance(exc.orig, UndefinedTable):
-                raise
-            return Found(None, [])
+        # on the replica when there is one (the BM25 texts and KB rows come from the primary)
+        async with self._chunk_table(kb, self.read_db) as conn:
+            return await search(
+                conn,
+                kb.id,
+                kb.storage_table,
+                kb.vector_dim,
+                options,
+                vector,
+                ids,
+                ef_search=kb.params.get("ef_search"),
+                vectors=held,
+            )
 
     async def _chunk_count(self, kb: KnowledgeBaseRow) -> int:
-        try:
-            async with self.db.read() as conn:
-                return (await chunks.counts(conn, kb.storage_table))[1]
-        except ProgrammingError as exc:
-            if isinstance(exc.orig, UndefinedTable):
-                raise self._gone(kb) from exc
-            raise
+        async with self._chunk_table(kb, self.db) as conn:
+            return (await chunks.counts(conn, kb.storage_table))[1]
 
     async def _texts(self, kb: KnowledgeBaseRow) -> tuple[list[str], list[str]]:
+        async with self._chunk_table(kb, self.db) as conn:
+            return await chunk_search.all_texts(conn, kb.storage_table)
+
+    @asynccontextmanager
+    async def _chunk_table(self, kb: KnowledgeBaseRow, db: Database) -> AsyncIterator[AsyncConnection]:
+        """A read of `kb`'s chunk table on `db`; a missing table is `KnowledgeBaseGone` (`_gone`)."""
         try:
-            async with self.db.read() as conn:
-                return await chunk_search.all_texts(conn, kb.storage_table)
+            async with db.read() as conn:
+                yield conn
         except ProgrammingError as exc:
             if isinstance(exc.orig, UndefinedTable):
                 raise self._gone(kb) from exc
