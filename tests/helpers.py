@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
+from sqlalchemy import text
 
+from agentkb.storage import chunks, vector_index
+from agentkb.storage.db import Database
 from tests.conftest import ServedApp
 from tests.secret_helpers import fresh_database
 
@@ -84,3 +87,21 @@ def served_with_login(
         )
         with ServedApp(settings) as app:
             yield app
+
+
+@asynccontextmanager
+async def chunk_table(pg_url: str, table: str, dim: int, *, pool_size: int = 2) -> AsyncIterator[Database]:
+    """A chunk table `table` of `dim` dimensions made for one test, on a `Database` of its own; afterwards the
+    table (and its watermark) is dropped and the `Database` closed, however the test ended. The database must
+    be migrated (the `served` fixture)."""
+    db = Database(pg_url, pool_size=pool_size)
+    try:
+        async with db.transaction() as conn:
+            await chunks.create_chunk_table(conn, table, dim)
+        yield db
+    finally:
+        async with db.transaction() as conn:
+            await conn.execute(text(f"DROP TABLE IF EXISTS {table}"))
+            await vector_index.forget_table(conn, table)
+        vector_index.forget(table)
+        await db.close()

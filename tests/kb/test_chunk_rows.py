@@ -13,6 +13,7 @@ from sqlalchemy import text
 from agentkb.storage import chunks
 from agentkb.storage.chunks import ChunkWrite
 from agentkb.storage.db import Database
+from tests.helpers import chunk_table
 
 
 def prose(rng: np.random.Generator, n: int, words: int = 90) -> list[str]:
@@ -43,8 +44,6 @@ async def stored(db: Database, table: str) -> dict[str, object]:
 async def test_a_chunk_row_is_kept_whole(served: Any, pg_url: str, unique: str, dim: int) -> None:
     """A 384-d and a 1,536-d chunk of ~540 characters (over PostgreSQL's default 2 kB threshold), written by
     COPY and by upsert: nothing in the TOAST table, nothing compressed, the content read back as written."""
-    db = Database(pg_url, pool_size=1)
-    table = f"kb_chunks_rows_{dim}_{unique}"
     rng = np.random.default_rng(dim)
     texts = prose(rng, 40)
     vectors = rng.standard_normal((40, dim)).astype(np.float32)
@@ -52,9 +51,9 @@ async def test_a_chunk_row_is_kept_whole(served: Any, pg_url: str, unique: str, 
         ChunkWrite(f"d{i}:c:1of1", f"d{i}", t, f"h{i}", {"n": i}, v)
         for i, (t, v) in enumerate(zip(texts, vectors, strict=True))
     ]
-    try:
+    table = f"kb_chunks_rows_{dim}_{unique}"
+    async with chunk_table(pg_url, table, dim, pool_size=1) as db:
         async with db.transaction() as conn:
-            await chunks.create_chunk_table(conn, table, dim)
             await chunks.copy_new_chunks(conn, table, writes[:30])
             await chunks.upsert_chunks(conn, table, writes[20:])  # ten replaced, ten new
         assert min(len(t) for t in texts) > 400
@@ -66,26 +65,16 @@ async def test_a_chunk_row_is_kept_whole(served: Any, pg_url: str, unique: str, 
         async with db.connect() as conn:
             back = dict((await conn.execute(text(f"SELECT chunk_id, content FROM {table}"))).tuples().all())
         assert back == {w.chunk_id: w.content for w in writes}
-    finally:
-        async with db.transaction() as conn:
-            await conn.execute(text(f"DROP TABLE IF EXISTS {table}"))
-        await db.close()
 
 
 async def test_a_row_larger_than_a_page_is_still_stored(served: Any, pg_url: str, unique: str) -> None:
     """A 4,000-d vector (16 kB) cannot stay in an 8 kB page: it moves out of line, as before, and reads back."""
-    db = Database(pg_url, pool_size=1)
     table = f"kb_chunks_rows_big_{unique}"
     vector = np.random.default_rng(4).standard_normal(chunks.MAX_DIM).astype(np.float32)
-    try:
+    async with chunk_table(pg_url, table, chunks.MAX_DIM, pool_size=1) as db:
         async with db.transaction() as conn:
-            await chunks.create_chunk_table(conn, table, chunks.MAX_DIM)
             await chunks.copy_new_chunks(conn, table, [ChunkWrite("d:c:1of1", "d", "big", "h", {}, vector)])
         assert (await stored(db, table))["toast_bytes"] > 0
         async with db.connect() as conn:
             back = (await conn.execute(text(f"SELECT embedding::text FROM {table}"))).scalar_one()
         np.testing.assert_allclose(np.asarray(back.strip("[]").split(","), dtype=np.float32), vector)
-    finally:
-        async with db.transaction() as conn:
-            await conn.execute(text(f"DROP TABLE IF EXISTS {table}"))
-        await db.close()

@@ -23,6 +23,7 @@ from agentkb.kb.vectors import MAX_CHUNKS, Loaded, VectorSet, VectorSets, margin
 from agentkb.storage import chunk_search, chunks, vector_index
 from agentkb.storage.chunks import ChunkWrite
 from agentkb.storage.db import Database
+from tests.helpers import chunk_table
 from tests.kb.test_vector_delta import rows
 from tests.openai_stub import OpenAIStub
 
@@ -48,12 +49,10 @@ async def stored(db: Database, table: str) -> dict[str, np.ndarray]:
 async def test_in_process_ranking_gives_postgresql_exact_answers(
     served: Any, pg_url: str, unique: str, dim: int
 ) -> None:
-    db = Database(pg_url, pool_size=2)
     table = f"kb_chunks_vcache_{dim}_{unique}"
     rng = np.random.default_rng(dim)
-    try:
+    async with chunk_table(pg_url, table, dim) as db:
         async with db.transaction() as conn:
-            await chunks.create_chunk_table(conn, table, dim)
             await chunks.copy_new_chunks(conn, table, writes(rng, 300, dim))
         async with db.read() as conn:
             version, ids, vecs = await chunk_search.all_vectors(conn, 0, table, dim, 1000)
@@ -78,10 +77,6 @@ async def test_in_process_ranking_gives_postgresql_exact_answers(
                 assert [(h.chunk_id, h.distance) for h in ranked] == [
                     (h.chunk_id, h.distance) for h in exact
                 ] or _tied(exact, ranked)
-    finally:
-        async with db.transaction() as conn:
-            await conn.execute(text(f"DROP TABLE IF EXISTS {table}"))
-        await db.close()
 
 
 def _tied(exact: list[Any], ranked: list[Any]) -> bool:
@@ -92,12 +87,9 @@ def _tied(exact: list[Any], ranked: list[Any]) -> bool:
 async def test_a_table_over_the_limit_or_indexed_is_left_to_postgresql(
     served: Any, pg_url: str, unique: str
 ) -> None:
-    db = Database(pg_url, pool_size=2)
     table = f"kb_chunks_vlimit_{unique}"
     rng = np.random.default_rng(1)
-    try:
-        async with db.transaction() as conn:
-            await chunks.create_chunk_table(conn, table, 16)
+    async with chunk_table(pg_url, table, 16) as db:
         async with db.read() as conn:
             _, ids, vecs = await chunk_search.all_vectors(conn, 0, table, 16, 10)
         assert ids == [] and vecs is not None and vecs.shape == (0, 16) and vecs.dtype == np.float32
@@ -117,12 +109,6 @@ async def test_a_table_over_the_limit_or_indexed_is_left_to_postgresql(
             assert await chunk_search.all_vectors(conn, 0, table, 16, 11) == (None, None, None)
             found = await search(conn, 0, table, 16, options, rng.standard_normal(16), vectors=held)
         assert not found.in_process and len(found.hits) == 3
-    finally:
-        async with db.transaction() as conn:
-            await conn.execute(text(f"DROP TABLE IF EXISTS {table}"))
-            await vector_index.forget_table(conn, table)
-        vector_index.forget(table)
-        await db.close()
 
 
 def test_nearest_takes_the_best_and_puts_zero_vectors_last() -> None:
