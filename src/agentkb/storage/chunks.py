@@ -43,7 +43,7 @@ _length = struct.Struct("!i").pack
 # (a second row and index entry); a 1,536-d one had its vector compressed too, in vain. Binary COPY of 1,000
 # chunks (Zen 5): 384-d 20.4 -> 13.2 ms of PostgreSQL's time, 1,536-d 50.2 -> 17.3 ms; PostgreSQL's CPU for
 # a new KB's 2,000 rows, inserted and re-inserted over HTTP, -24 to -33 %. The cost: a 384-d table spans ~35 %
-# more pages (3 rows a page, not 4), and an exact scan of 2,000 of them took 1.22 against 0.98 ms; small
+# more pages (3 rows a page, not 4), and an exact scan of 2,000 of them took 1.22 against 0.98 ms; unindexed
 # tables' vectors are ranked in the process (`kb.vectors`), and a hit's content is now read without a TOAST
 # look-up. Larger rows are TOASTed as before.
 ROW_TOAST_TARGET = 8160
@@ -102,8 +102,7 @@ async def drop_chunk_table(conn: AsyncConnection, table: str) -> None:
     await vector_index.forget_table(conn, table)
 
 
-# not frozen (treated as immutable all the same): a frozen dataclass's __init__ sets each field through
-# object.__setattr__, 3x the cost (0.78 against 0.25 us for seven fields), and an insert makes one per row
+# not frozen, as `kb.documents.Document` says why
 @dataclass(slots=True)
 class StoredChunk:
     chunk_id: str
@@ -113,8 +112,7 @@ class StoredChunk:
     metadata: dict[str, Any] | None  # None: not read, as its fingerprint's digest is the one asked about
 
 
-# not frozen (treated as immutable all the same): a frozen dataclass's __init__ sets each field through
-# object.__setattr__, 3x the cost (0.78 against 0.25 us for seven fields), and an insert makes one per row
+# not frozen, as `kb.documents.Document` says why
 @dataclass(slots=True)
 class ChunkWrite:
     chunk_id: str
