@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 import numpy as np
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from agentkb.service.vector_merge import VectorIndexMerger
 from agentkb.storage import chunk_search, chunks, vector_index
@@ -182,6 +182,54 @@ async def test_a_merge_waits_until_inserts_settle(served: Any, pg_url: str, uniq
         assert await state(db, table) == (300, [f"{table}_hnsw"], 0)
     finally:
         await merger.close()
+        async with db.transaction() as conn:
+            await chunks.drop_chunk_table(conn, table)
+        await db.close()
+
+
+async def test_a_small_table_is_rebuilt_without_parallel_workers(
+    served: Any, pg_url: str, unique: str
+) -> None:
+    """A table of at most `serial_build_rows` rows is rebuilt by one process; a larger one takes PostgreSQL's
+    parallel workers. PostgreSQL says which (at DEBUG1) to the connection that builds; its minimum table size
+    for parallel work is lifted, so that a small test table would be built in parallel."""
+    options = "options=-c%20client_min_messages%3Ddebug1%20-c%20min_parallel_table_scan_size%3D0"
+    db = Database(f"{pg_url}{'&' if '?' in pg_url else '?'}{options}", pool_size=2)
+    notices: list[str] = []
+
+    def listen(dbapi_connection: Any, record: Any) -> None:
+        dbapi_connection.driver_connection.add_notice_handler(
+            lambda d: notices.append(d.message_primary or "")
+        )
+
+    event.listen(db.engine.sync_engine, "connect", listen)
+    table = f"kb_chunks_serial_{unique}"
+    rng = np.random.default_rng(17)
+
+    def builds() -> list[str]:
+        found = [n for n in notices if n.startswith("building index")]
+        notices.clear()
+        return found
+
+    try:
+        async with db.transaction() as conn:
+            await chunks.create_chunk_table(conn, table, DIM)
+            await chunks.copy_new_chunks(conn, table, rows(unit(rng, 300), 0))
+        builds()
+        serial = VectorIndexMerger(db, min_rows=100, min_table_rows=0, serial_build_rows=300)
+        assert await serial.merge(table, DIM, None) == "rebuilt"
+        assert builds() == [f'building index "{table}_hnsw_new" on table "{table}" serially']
+
+        async with db.transaction() as conn:  # a delta of 100 over 300 indexed rows: rebuilt again
+            await chunks.copy_new_chunks(conn, table, rows(unit(rng, 100), 300))
+        parallel = VectorIndexMerger(db, min_rows=100, min_table_rows=0, serial_build_rows=299)
+        assert await parallel.merge(table, DIM, None) == "rebuilt"
+        [built] = builds()
+        assert built.startswith(f'building index "{table}_hnsw_new" on table "{table}" with request for ')
+        assert built.endswith("parallel workers")
+        async with db.connect() as conn:  # the pooled connection is back to the server's settings
+            assert await conn.scalar(text("SHOW max_parallel_maintenance_workers")) == "2"
+    finally:
         async with db.transaction() as conn:
             await chunks.drop_chunk_table(conn, table)
         await db.close()

@@ -10,7 +10,9 @@ transactions of `batch` rows. A table of fewer than `min_table_rows` rows (index
 merged at all: PostgreSQL's planner scans a table that small exactly even where it has an HNSW index, so
 such an index would be built (its build competing with the searches for the CPU) and never read. Merges of
 one table are serialised across processes by an advisory lock; a failed one is logged and leaves the table
-searchable (the delta is scanned exactly), and the next insert asks again.
+searchable (the delta is scanned exactly), and the next insert asks again. A table of at most
+`serial_build_rows` rows is rebuilt by one process, without PostgreSQL's parallel workers (see
+`SERIAL_BUILD_ROWS`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from agentkb.kb.vectors import MAX_CHUNKS
 from agentkb.storage import vector_index as vi
 from agentkb.storage.db import Database
 
@@ -37,6 +40,13 @@ DELTA_ROWS = 1024
 # planner scans 3,000 rows exactly (1.0 ms) and searches the index from 4,000 (0.7 ms); at 2,000 rows the
 # exact scan takes 0.75 ms. Below this many rows the index is not built.
 MIN_TABLE_ROWS = 4000
+# A rebuild of a table this small takes no parallel workers. The service ranks such a table's vectors in the
+# process while its index is built (kb.vectors), so its searches do not wait for the build, but they share the
+# CPU and memory with it: the first build of 10,000 384-d rows on two cores (Zen 5) took 1.6-1.9 s with
+# PostgreSQL's two workers and 1.8-2.1 s alone, and the SQL searches beside it had a p50 of 4.5-8.4 ms with the
+# workers against 3.0-5.2 ms without. A larger table is searched by exact scans until its build ends: it takes
+# the workers.
+SERIAL_BUILD_ROWS = MAX_CHUNKS
 SETTLE_S = 0.5
 REBUILD_FRACTION = 0.2
 BATCH = 500
@@ -60,8 +70,10 @@ class VectorIndexMerger:
         rebuild_fraction: float = REBUILD_FRACTION,
         batch: int = BATCH,
         settle_s: float = SETTLE_S,
+        serial_build_rows: int = SERIAL_BUILD_ROWS,
     ) -> None:
         self.db = db
+        self.serial_build_rows = serial_build_rows
         self.min_rows = min_rows
         self.min_table_rows = min_table_rows
         self.settle_s = settle_s
@@ -123,7 +135,9 @@ class VectorIndexMerger:
                 if delta < self.min_rows or delta + indexed < self.min_table_rows:
                     return "none"
                 if delta >= self.rebuild_fraction * indexed:
-                    await self._rebuild(conn, Target(table, dim, options))
+                    await self._rebuild(
+                        conn, Target(table, dim, options), serial=delta + indexed <= self.serial_build_rows
+                    )
                     outcome = "rebuilt"
                 else:
                     await self._incremental(table, mark, delta)
@@ -135,18 +149,22 @@ class VectorIndexMerger:
             finally:
                 await vi.merge_unlock(conn, table)
 
-    async def _rebuild(self, conn: AsyncConnection, target: Target) -> None:
+    async def _rebuild(self, conn: AsyncConnection, target: Target, *, serial: bool) -> None:
         table = target.table
         fresh = f"{vi.index_name(table)}_new"
         await conn.execute(text(f"DROP INDEX CONCURRENTLY IF EXISTS {fresh}"))  # a failed build's leftover
         mark = int(await conn.scalar(text(f"SELECT coalesce(max(seq), 0) FROM {table}")) or 0)
         await conn.execute(text("SET maintenance_work_mem = '256MB'"))
+        if serial:
+            await conn.execute(text("SET max_parallel_maintenance_workers = 0"))
         try:
             await conn.execute(
                 text(vi.hnsw_sql(table, target.dim, mark, target.options, name=fresh, concurrently=True))
             )
         finally:
             await conn.execute(text("RESET maintenance_work_mem"))
+            if serial:
+                await conn.execute(text("RESET max_parallel_maintenance_workers"))
         for attempt in range(SWAP_ATTEMPTS):
             try:
                 async with self.db.transaction() as tx:
