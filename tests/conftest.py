@@ -86,6 +86,10 @@ def settings(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Any:
         job_heartbeat_s=0.5,
         job_stale_after_s=5,
         crawl_allow_private=True,  # the crawler tests serve their site on 127.0.0.1
+        # the data-source tests read the suite's own PostgreSQL over its socket (`externals.pg_source`) and
+        # SQLite files in temporary directories: the operator settings that allow both
+        data_source_allow_local=True,
+        data_source_file_dir=Path(tempfile.gettempdir()),
     )
 
 

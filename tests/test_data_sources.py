@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from agentkb.destinations import DataSourcePolicy
 from agentkb.errors import BadRequest, NotFound
 from agentkb.service.data_sources import DataSourceService
 from agentkb.sql import datasources
@@ -18,6 +19,9 @@ from agentkb.sql.pushdown import parse_select, stream_rows
 from agentkb.storage.db import Database
 from tests import externals
 from tests.externals import MARIADB
+
+# the operator's allowances: the suite's own PostgreSQL over its socket, files anywhere
+ALLOW_ALL = DataSourcePolicy(file_dir=Path("/"), allow_local=True)
 
 ROWS = 2500
 COLUMNS = "id INT PRIMARY KEY, name VARCHAR(64), note TEXT"
@@ -281,7 +285,7 @@ def test_rendering_is_lexically_safe() -> None:
 def test_stream_rows_in_batches(seeded: tuple[str, dict[str, Any], str, str]) -> None:
     engine_name, params, name, _ = seeded
     table = f"ds.{name}"
-    engine = datasources.create(engine_name, params)
+    engine = datasources.create(engine_name, params, ALLOW_ALL)
     try:
         query = parse_select(f"SELECT id, name, note FROM {table} ORDER BY id")
         batches = list(stream_rows(engine, query.render(datasources.dialect_of(engine_name)), 1000))
@@ -310,7 +314,7 @@ def test_stream_rows_is_read_only_and_timed(seeded: tuple[str, dict[str, Any], s
     """Even SQL that bypassed `parse_select` cannot write, and cannot run past the timeout."""
     slow = "SELECT count(*) FROM {t} a, {t} b, {t} c"
     engine_name, params, table, write = seeded
-    engine = datasources.create(engine_name, params)
+    engine = datasources.create(engine_name, params, ALLOW_ALL)
     try:
         with pytest.raises(BadRequest) as refused:
             list(stream_rows(engine, write))
@@ -331,7 +335,7 @@ async def test_service_stream_query(
         conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
         conn.executemany("INSERT INTO notes VALUES (?, ?)", [(i, f"note {i}") for i in range(1, 6)])
     db = Database(pg_url, pool_size=2)
-    service = DataSourceService(db)
+    service = DataSourceService(db, policy=ALLOW_ALL)
     try:
         await service.create(f"pgs_{unique}", "postgresql", {**pg_source, "schema": pg_schema})
         await service.create(f"lite_{unique}", "sqlite", {"db_file": str(lite)})

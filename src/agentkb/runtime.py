@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from pydantic_ai.models import create_async_httpx2_client
 
 from agentkb import logs, secrecy
+from agentkb.guarded_http import guarded_httpx2_transport
 from agentkb.kb.embedders.registry import EmbedderRegistry
 from agentkb.service import secrets
 from agentkb.service.container import Services, build_services
@@ -54,7 +55,7 @@ async def open_runtime(
     services: Services | None = None
     worker_task: asyncio.Task[None] | None = None
     drain_task: asyncio.Task[None] | None = None
-    http_client = create_async_httpx2_client()
+    http_client = create_async_httpx2_client(transport=guarded_httpx2_transport())
     try:
         await asyncio.to_thread(migrate.upgrade, url)
         await secrets.seal_plaintext(db, box)  # records from before secrets were encrypted

@@ -114,7 +114,18 @@ class Settings(BaseSettings):
     )
     crawl_allow_private: bool = Field(
         default=False,
-        description="Let the crawler fetch private, loopback and link-local addresses (off: SSRF guard).",
+        description="Let the crawler fetch private and loopback addresses (off: SSRF guard). Link-local and "
+        "cloud metadata addresses are refused either way.",
+    )
+    data_source_file_dir: Path | None = Field(
+        default=None,
+        description="The directory SQLite data sources must be in (symlinks and `..` resolved first); a "
+        "relative `db_file` is read from it. Unset: `<data_dir>/databases`.",
+    )
+    data_source_allow_local: bool = Field(
+        default=False,
+        description="Let data sources reach unix sockets, agentkb's own PostgreSQL server and files in "
+        "`<data_dir>`. Off: refused (other loopback and private TCP servers are allowed either way).",
     )
     agent_timeout_s: float = Field(
         default=120.0,
@@ -167,7 +178,7 @@ class Settings(BaseSettings):
     def _expand(cls, value: Path) -> Path:
         return value.expanduser().resolve()
 
-    @field_validator("secret_key_file")
+    @field_validator("secret_key_file", "data_source_file_dir")
     @classmethod
     def _expand_optional(cls, value: Path | None) -> Path | None:
         return value.expanduser().resolve() if value is not None else None
@@ -202,6 +213,11 @@ class Settings(BaseSettings):
     @property
     def pg_dir(self) -> Path:
         return self.data_dir / "pg"
+
+    @property
+    def data_source_dir(self) -> Path:
+        """Where SQLite data sources must be (`data_source_file_dir`, default `<data_dir>/databases`)."""
+        return self.data_source_file_dir or self.data_dir / "databases"
 
     @classmethod
     def settings_customise_sources(

@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 
 from agentkb.credentials import openai_env_key
+from agentkb.destinations import check_url
 from agentkb.errors import BadRequest, UpstreamError
 from agentkb.kb.search import Hit
 
@@ -44,6 +45,7 @@ def _endpoint(model: dict[str, Any]) -> tuple[str, dict[str, str]]:
             title="Invalid reranking model",
         )
     base_url = str(model.get("base_url") or (OLLAMA_BASE_URL if provider == "ollama" else DEFAULT_BASE_URL))
+    check_url(base_url, "reranking_model.base_url")
     key = model.get("api_key") or openai_env_key(base_url)
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     return base_url.rstrip("/") + "/chat/completions", headers

@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
+from agentkb.destinations import check_model_urls
 from agentkb.errors import BadRequest, Conflict, NotFound, agent_not_found, project_not_found
 from agentkb.secrecy import SecretBox, restore_masked
 from agentkb.service import projects
@@ -100,6 +101,7 @@ def build_model(given: AgentInput, default: dict[str, Any]) -> dict[str, Any] | 
             f"'model.provider' {provider!r} is not supported; use one of: {', '.join(PROVIDERS)}",
             title="Invalid model",
         )
+    check_model_urls(out, "model")
     return out
 
 
@@ -143,6 +145,7 @@ def _params(given: AgentInput) -> dict[str, Any]:
     params = dict(check_dict(given.params, "params"))
     for moved in ("model", "data", "prompt_template"):  # MindsDB accepts these inside params too
         params.pop(moved, None)
+    check_model_urls(params, "params")  # flat LLM settings (`openai_api_base`, ...)
     return params
 
 

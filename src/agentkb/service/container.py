@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import httpx2
 
+from agentkb.destinations import DataSourcePolicy, own_servers
 from agentkb.ingest.crawl.source import UrlSource
 from agentkb.ingest.files.source import FileSource
 from agentkb.kb.embedders.registry import EmbedderRegistry
@@ -73,6 +74,17 @@ class Services:
         await self.search.aclose()
 
 
+def data_source_policy(settings: Settings, db: Database, read_db: Database | None) -> DataSourcePolicy:
+    """The settings' data-source policy; agentkb's own database servers are those of `db` and `read_db`."""
+    urls = (db.url, read_db.url if read_db is not None else None)
+    return DataSourcePolicy(
+        file_dir=settings.data_source_dir,
+        own_dir=settings.data_dir,
+        own_servers=tuple(server for url in urls for server in own_servers(url)),
+        allow_local=settings.data_source_allow_local,
+    )
+
+
 def build_services(
     settings: Settings,
     db: Database,
@@ -90,7 +102,7 @@ def build_services(
     shutdown = shutdown or Shutdown()
     box = box or SecretBox.from_environment()
     single_threaded_blas()  # the in-process vector ranking (kb.vectors)
-    data_sources = DataSourceService(db, box=box)
+    data_sources = DataSourceService(db, box=box, policy=data_source_policy(settings, db, read_db))
     agent_service = AgentService(db, settings.default_model, box=box)
     kb_service = KnowledgeBaseService(
         db,

@@ -16,6 +16,7 @@ from typing import Any, cast
 
 from sqlalchemy import Engine
 
+from agentkb.destinations import DataSourcePolicy
 from agentkb.errors import BadRequest, Conflict, NotFound
 from agentkb.secrecy import SecretBox, restore_masked
 from agentkb.sql import datasources, pushdown
@@ -44,10 +45,14 @@ def is_system(name: str) -> bool:
 
 
 class DataSourceService:
-    def __init__(self, db: Database, *, max_streams: int = 8, box: SecretBox | None = None) -> None:
+    def __init__(
+        self, db: Database, *, policy: DataSourcePolicy, max_streams: int = 8, box: SecretBox | None = None
+    ) -> None:
+        """`policy`: what a data source may connect to or open (`destinations.DataSourcePolicy`)."""
         self.db = db
         self.box = box or SecretBox.from_environment()
-        self._engines = datasources.EngineCache()
+        self.policy = policy
+        self._engines = datasources.EngineCache(policy)
         # Streams block their thread on backpressure: give them their own pool, not the loop's default one.
         self._workers = ThreadPoolExecutor(max_workers=max_streams, thread_name_prefix="agentkb-pushdown")
 
@@ -89,15 +94,16 @@ class DataSourceService:
             raise BadRequest("'engine' is required", title="Missing field")
         kind = datasources.check_engine(engine)
         params = {} if parameters is None else check_dict(parameters, "parameters")
-        if check_connection:
-            datasources.connection_spec(kind, params)  # 400 on malformed parameters, before any network I/O
+        datasources.check_destination(kind, params, self.policy)
+        if check_connection:  # 400 on malformed parameters, before any network I/O
+            datasources.connection_spec(kind, params, self.policy)
         if is_system(checked):
             raise name_conflict(checked)
         async with self.db.connect() as conn:
             if await repo.get(conn, checked) or await project_rows.get(conn, checked):
                 raise name_conflict(checked)
         if check_connection:
-            await asyncio.to_thread(datasources.test_connection, kind, params)
+            await asyncio.to_thread(datasources.test_connection, kind, params, self.policy)
         async with self.db.transaction() as conn:
             row = None
             if await project_rows.get(conn, checked) is None:
@@ -136,10 +142,11 @@ class DataSourceService:
             )
         given = {} if parameters is None else check_dict(parameters, "parameters")
         merged = {**stored.parameters, **restore_masked(given, stored.parameters)}
+        datasources.check_destination(stored.engine, given, self.policy)
         if check_connection:
             plain = self.box.reveal(merged, f"database {key} parameters")
-            datasources.connection_spec(stored.engine, plain)
-            await asyncio.to_thread(datasources.test_connection, stored.engine, plain)
+            datasources.connection_spec(stored.engine, plain, self.policy)
+            await asyncio.to_thread(datasources.test_connection, stored.engine, plain, self.policy)
         async with self.db.transaction() as conn:
             row = await repo.update_parameters(conn, key, self.box.seal(merged))
         if row is None:

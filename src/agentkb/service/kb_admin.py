@@ -18,6 +18,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from agentkb.destinations import check_model_urls
 from agentkb.errors import BadRequest, Conflict, kb_not_found
 from agentkb.kb.chunking import chunk_document, chunking_config, content_hash
 from agentkb.kb.documents import Document
@@ -77,6 +78,7 @@ def _reranking(current: dict[str, Any] | None, given: Any, box: SecretBox) -> di
     if given is None or given is False:
         return None  # MindsDB stores {} for `false`: no reranking either way
     new = restore_masked(check_dict(given, "reranking_model"), current or {})
+    check_model_urls(new, "reranking_model")
     if "provider" in new and new["provider"] != (current or {}).get("provider"):
         return box.seal(dict(new)) or None  # another provider: the given model alone
     return box.seal({**(current or {}), **new}) or None

@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
+from agentkb.destinations import check_model_urls
 from agentkb.errors import BadRequest, Conflict, kb_not_found, project_not_found
 from agentkb.kb.embedders import config as embedding_config
 from agentkb.kb.filters import Filter
@@ -56,6 +57,7 @@ def _reranking(value: Any, default: dict[str, Any]) -> dict[str, Any] | None:
     if value is False:
         return None
     given = check_dict(value, "reranking_model") if value is not None else {}
+    check_model_urls(given, "reranking_model")
     if "provider" in given and given["provider"] != default.get("provider"):
         return given
     merged = {**default, **given}

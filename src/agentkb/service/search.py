@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb import metrics
 from agentkb.errors import NotFound, kb_not_found
+from agentkb.guarded_http import guarded_httpx_client
 from agentkb.kb import rerank
 from agentkb.kb.embedders.registry import EmbedderRegistry
 from agentkb.kb.lexical import LexicalIndexes
@@ -111,7 +112,7 @@ class SearchService:
     @property
     def http(self) -> httpx.AsyncClient:
         if self._http is None:
-            self._http = httpx.AsyncClient()
+            self._http = guarded_httpx_client()  # the reranker: only to allowed addresses
         return self._http
 
     async def aclose(self) -> None:

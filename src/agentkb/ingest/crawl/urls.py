@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import ipaddress
 import re
-import socket
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 from functools import lru_cache
 from urllib.parse import quote, urljoin, urlsplit, urlunsplit
 
+from agentkb.destinations import METADATA_ADDRESSES, IPAddress, Resolver, refusal, resolve_host, resolver
 from agentkb.errors import BadRequest
 
 __all__ = [
@@ -23,11 +23,8 @@ __all__ = [
     "normalise_domain",
     "refusal",
     "resolve_host",
+    "METADATA_ADDRESSES",
 ]
-
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-Resolver = Callable[[str, int], Sequence[IPAddress]]
-"""(host, port) → every address the host resolves to; blocking; raises OSError when it does not resolve."""
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 _PATH_SAFE = "/%:@!$&'()*+,;=-._~"
@@ -36,28 +33,6 @@ _PLAIN = re.compile(r"^[A-Za-z0-9/:@!$&'()*+,;=._~?-]*$")  # nothing to quote, n
 _ORIGIN = re.compile(r"^[hH][tT][tT][pP][sS]?://[^/?#\\]+$")
 _PERCENT = re.compile(r"%[0-9a-fA-F]{2}")
 _HOST_CHARS = re.compile(r"^[a-z0-9_.-]+$")
-_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
-_IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
-_SHARED = ipaddress.IPv4Network("100.64.0.0/10")  # RFC 6598, carrier-grade NAT
-_KINDS = (  # the most telling first: 0.0.0.0 and 169.254/16 are also "private", :: also "reserved"
-    ("unspecified", "an unspecified address"),
-    ("loopback", "a loopback address"),
-    ("link_local", "a link-local address"),
-    ("private", "a private address"),
-    ("multicast", "a multicast address"),
-    ("reserved", "a reserved address"),
-)
-
-# Cloud instance-metadata endpoints: refused even when private addresses are allowed.
-METADATA_ADDRESSES: frozenset[IPAddress] = frozenset(
-    ipaddress.ip_address(a)
-    for a in (
-        "169.254.169.254",  # AWS, GCP, Azure, OpenStack, DigitalOcean, ...
-        "169.254.170.2",  # AWS ECS task metadata
-        "fd00:ec2::254",  # AWS IMDS over IPv6
-        "100.100.100.200",  # Alibaba Cloud
-    )
-)
 
 
 class CrawlError(BadRequest):
@@ -180,53 +155,6 @@ def in_domains(host: str, domains: Iterable[str]) -> bool:
     return any(host == d or host.endswith("." + d) for d in domains)
 
 
-def resolve_host(host: str, port: int) -> list[IPAddress]:
-    """The system resolver: every address `host` resolves to, in getaddrinfo's order (blocking: call it
-    in a thread)."""
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
-
-
-def _embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
-    """IPv4 addresses carried inside an IPv6 one: 6to4, Teredo (server and client), IPv4-compatible
-    (`::a.b.c.d`, deprecated)."""
-    found = [address.sixtofour] if address.sixtofour is not None else []
-    if address.teredo is not None:
-        found.extend(address.teredo)
-    if address in _IPV4_COMPATIBLE and int(address) > 1:
-        found.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
-    return found
-
-
-def refusal(address: IPAddress, allow_private: bool) -> str | None:
-    """Why `address` may not be fetched, or None when it may.
-
-    An IPv4-mapped (`::ffff:a.b.c.d`) or NAT64 (`64:ff9b::a.b.c.d`) address is judged by the IPv4
-    address it reaches; other IPv6 forms that embed an IPv4 address (6to4, Teredo, IPv4-compatible) must
-    pass both as themselves and by the address they embed."""
-    candidates: list[IPAddress] = [address]
-    if isinstance(address, ipaddress.IPv6Address):
-        if address.ipv4_mapped is not None:
-            candidates = [address.ipv4_mapped]
-        elif address in _NAT64:
-            candidates = [ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)]
-        else:
-            candidates.extend(_embedded_ipv4(address))
-    for candidate in candidates:
-        if candidate in METADATA_ADDRESSES:
-            return "a cloud metadata address"
-        if allow_private:
-            continue
-        for kind, label in _KINDS:
-            if getattr(candidate, f"is_{kind}"):
-                return label
-        if candidate in _SHARED:
-            return "a shared (carrier-grade NAT) address"
-        if not candidate.is_global:
-            return "not a public address"
-    return None
-
-
 def checked_addresses(
     url: str, allow_private: bool, resolve: Resolver | None = None
 ) -> tuple[IPAddress, ...]:
@@ -234,10 +162,11 @@ def checked_addresses(
     BadRequest) unless EVERY address the host resolves to is allowed (one refused answer among several
     refuses the host: a later connection could pick it). An IP-literal host is not resolved.
 
-    Loopback, private, link-local, multicast, reserved, unspecified, shared (100.64/10) and other
-    non-global addresses are allowed with `allow_private`; cloud metadata addresses never are. The caller
+    Loopback, private, multicast, reserved, unspecified, shared (100.64/10) and other non-global
+    addresses are allowed with `allow_private`; link-local and cloud metadata addresses never are
+    (`destinations.refusal`). The caller
     must connect only to the returned addresses (see `pinning`), never resolve the name again. Blocking
-    (DNS): call it in a thread from async code. `resolve` defaults to the system resolver."""
+    (DNS): call it in a thread from async code. `resolve` defaults to `destinations.resolver()`."""
     try:
         parts = urlsplit(url)
         host = parts.hostname
@@ -253,7 +182,7 @@ def checked_addresses(
     except ValueError:
         literal = False
         try:
-            addresses = list((resolve or resolve_host)(host, port))
+            addresses = list((resolve or resolver())(host, port))
         except (OSError, UnicodeError) as exc:
             raise CrawlError(f"Cannot resolve the host of {url}: {exc}", reason="dns") from exc
         if not addresses:

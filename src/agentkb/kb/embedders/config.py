@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
+from agentkb.destinations import check_model_urls
 from agentkb.errors import BadRequest
 from agentkb.validation import check_dict
 
@@ -58,6 +59,7 @@ def normalize(given: Any, default: dict[str, Any]) -> dict[str, Any]:
         )
     if _ALIASES[provider] == LOCAL:
         _check_local(config)
+    check_model_urls(config, "embedding_model")
     return config
 
 

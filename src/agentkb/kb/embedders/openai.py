@@ -33,7 +33,9 @@ import pybase64
 import yarl
 
 from agentkb.credentials import openai_env_key
+from agentkb.destinations import check_url
 from agentkb.errors import BadRequest, UpstreamError
+from agentkb.guarded_http import GuardedResolver
 from agentkb.kb.embedders.base import Embedder, Vectors, l2_normalize, positive_int
 
 log = logging.getLogger("agentkb.embedders")
@@ -86,7 +88,8 @@ class HTTPSession:
 
     def get(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=self.limit))
+            connector = aiohttp.TCPConnector(limit=self.limit, resolver=GuardedResolver())
+            self._session = aiohttp.ClientSession(connector=connector)
         return self._session
 
     def route(self, url: yarl.URL) -> Route:
@@ -195,6 +198,7 @@ class OpenAIEmbedder(Embedder):
             raise BadRequest(
                 "'embedding_model.base_url' must be an http(s) URL", title="Invalid embedding model"
             )
+        check_url(base_url, "embedding_model.base_url")  # an IP literal: aiohttp's resolver never sees it
         if api_key is not None and not isinstance(api_key, str):
             raise BadRequest("'embedding_model.api_key' must be a string", title="Invalid embedding model")
         timeout = config.get("timeout", DEFAULT_TIMEOUT)
