@@ -73,16 +73,29 @@ def refusal(path: str, detail: str, *, invalid: bool = False) -> Response:
     return response
 
 
+def too_many(path: str, wait: int) -> Response:
+    """The 429 of the login throttle for a request to `path` (OpenAI's error shape under `/v1/`)."""
+    detail = f"Too many invalid credentials from this address: try again in {wait} s"
+    if path.startswith(OPENAI_PREFIX):
+        response: Response = openai_error(429, detail)
+    else:
+        response = Problem(429, "Too many requests", detail)
+    response.headers["Retry-After"] = str(wait)
+    return response
+
+
 def principal(request: Request) -> Principal | None:
     """Who the request acts for (set by the middleware); None when auth is off."""
     found: Principal | None = getattr(request.state, "principal", None)
     return found
 
 
-@router.post("/login", response_model=LoginAnswer, responses=problems(400, 401, 413))
-async def login(body: LoginRequest, services: ServicesDep) -> Any:
-    """MindsDB's login: a token to send as `Authorization: Bearer <token>` until it expires."""
-    token = await services.auth.login(body.username, body.password)
+@router.post("/login", response_model=LoginAnswer, responses=problems(400, 401, 413, 429))
+async def login(body: LoginRequest, request: Request, services: ServicesDep) -> Any:
+    """MindsDB's login: a token to send as `Authorization: Bearer <token>` until it expires. Failed logins
+    are throttled per user name and per client address: 429 with `Retry-After` while either is blocked."""
+    client = request.client.host if request.client else None
+    token = await services.auth.login(body.username, body.password, client)
     ttl = token.expires_in_s
     return JSON({"token": token.token, "expires_in": int(ttl) if ttl.is_integer() else ttl})
 
@@ -163,10 +176,22 @@ class Authenticate:
             return
         auth = scope["app"].state.services.auth
         given = credential(_Headers(scope))
+        client = scope["client"][0] if scope.get("client") else None
+        # the login throttle: a blocked client address's credentials are refused before they are looked up
+        wait = auth.throttle.refused(client, given) if given else None
+        if wait is not None:
+            await too_many(scope["path"], wait)(scope, receive, send)
+            return
         found = await auth.authenticate(given) if given else None
+        if found is not None:
+            auth.throttle.trust(given)
         # route matching (an unknown path answers its 404) only when the request would be refused: with auth
         # off it costs nothing per request
         if found is None and await auth.enabled() and _routed(scope):
+            wait = await auth.throttle.credential_failed(client) if given else None
+            if wait is not None:
+                await too_many(scope["path"], wait)(scope, receive, send)
+                return
             answer = refusal(scope["path"], INVALID if given else MISSING, invalid=given is not None)
             await answer(scope, receive, send)
             return
