@@ -7,6 +7,8 @@ A credential is `Authorization: Bearer <login token or API key>` (what mindsdb_s
 The middleware runs before the route reads the body, so an unauthenticated upload is refused unread.
 Requests for the public paths (health, `/api/status`, `/api/login`, the API docs) and requests that match
 no route (they answer 404, as mindsdb_sdk's login fallback from `/cloud/login` needs) pass unchecked.
+A refused credential counts against the client address in the login throttle; while the address is blocked
+its credentials get 429 with `Retry-After` before they are looked up (`service.login_throttle`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from agentkb.api import docs as api_docs
 from agentkb.api.deps import ServicesDep
 from agentkb.api.openai_compat import OPENAI_PREFIX, openai_error
 from agentkb.api.responses import JSON, Problem, problems
+from agentkb.errors import TooManyRequests
 from agentkb.service.types import Principal
 
 router = APIRouter(prefix="/api", tags=["auth"])
@@ -73,14 +76,13 @@ def refusal(path: str, detail: str, *, invalid: bool = False) -> Response:
     return response
 
 
-def too_many(path: str, wait: int) -> Response:
-    """The 429 of the login throttle for a request to `path` (OpenAI's error shape under `/v1/`)."""
-    detail = f"Too many invalid credentials from this address: try again in {wait} s"
+def too_many(path: str, refused: TooManyRequests) -> Response:
+    """The login throttle's 429 for a request to `path` (OpenAI's error shape under `/v1/`)."""
     if path.startswith(OPENAI_PREFIX):
-        response: Response = openai_error(429, detail)
+        response: Response = openai_error(429, refused.detail)
     else:
-        response = Problem(429, "Too many requests", detail)
-    response.headers["Retry-After"] = str(wait)
+        response = Problem(429, refused.title, refused.detail)
+    response.headers["Retry-After"] = str(refused.retry_after_s)
     return response
 
 
@@ -180,7 +182,7 @@ class Authenticate:
         # the login throttle: a blocked client address's credentials are refused before they are looked up
         wait = auth.throttle.refused(client, given) if given else None
         if wait is not None:
-            await too_many(scope["path"], wait)(scope, receive, send)
+            await too_many(scope["path"], auth.throttle.refusal(wait))(scope, receive, send)
             return
         found = await auth.authenticate(given) if given else None
         if found is not None:
@@ -190,7 +192,7 @@ class Authenticate:
         if found is None and await auth.enabled() and _routed(scope):
             wait = await auth.throttle.credential_failed(client) if given else None
             if wait is not None:
-                await too_many(scope["path"], wait)(scope, receive, send)
+                await too_many(scope["path"], auth.throttle.refusal(wait))(scope, receive, send)
                 return
             answer = refusal(scope["path"], INVALID if given else MISSING, invalid=given is not None)
             await answer(scope, receive, send)

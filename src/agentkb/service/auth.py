@@ -8,7 +8,8 @@ database agrees at once, and a revoked key or ended session is refused on its ne
   changing the password (or user name) ends every session made with the old one;
 - **API keys**: `agentkb keys create NAME` makes a random `akb_…` key, shown once.
 
-Only SHA-256 hashes of the secrets are stored. Auth is on when a login is configured or any API key
+Failed logins and invalid credentials are throttled per user name and client address
+(`service.login_throttle`). Only SHA-256 hashes of the secrets are stored. Auth is on when a login is configured or any API key
 exists, and also on a server bound to a non-loopback interface unless `allow_no_auth` says otherwise (so
 revoking the last key of an exposed server does not open it).
 """
