@@ -127,11 +127,17 @@ UNAUTHORIZED_RESPONSE = {
     "description": "No valid credential (when authentication is on): problem+json, `WWW-Authenticate: Bearer`.",
     "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}},
 }
+THROTTLED_RESPONSE = {
+    "description": "The credential came from a client address the login throttle has blocked after too many "
+    "invalid credentials: problem+json, `Retry-After` (seconds).",
+    "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}},
+}
 
 
 def document_security(app: FastAPI) -> None:
     """Declare the credentials in `/openapi.json` (Swagger UI's Authorize button uses them): every operation
-    outside the public paths takes a Bearer token or an X-Api-Key and may answer 401."""
+    outside the public paths takes a Bearer token or an X-Api-Key and may answer 401 (and 429, the login
+    throttle's)."""
     build = app.openapi
     public = public_paths(app)
 
@@ -155,6 +161,7 @@ def document_security(app: FastAPI) -> None:
             for operation in operations.values():
                 operation["security"] = [{"bearer": []}, {"apiKey": []}]
                 operation.setdefault("responses", {}).setdefault("401", UNAUTHORIZED_RESPONSE)
+                operation["responses"].setdefault("429", THROTTLED_RESPONSE)
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]
