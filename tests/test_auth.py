@@ -62,7 +62,14 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def auth_settings(db_url: str, data_dir: Path, **overrides: Any) -> Any:
     from agentkb.settings import Settings
 
-    values: dict[str, Any] = {"username": USER, "password": PASSWORD, "worker_enabled": False}
+    # these tests send many refused credentials from one address: the login throttle (tested in
+    # tests/test_login_throttle.py) is given room for them
+    values: dict[str, Any] = {
+        "username": USER,
+        "password": PASSWORD,
+        "worker_enabled": False,
+        "login_free_attempts": 1000,
+    }
     values.update(overrides)
     return Settings(database_url=db_url, data_dir=data_dir, **values)
 

@@ -6,6 +6,7 @@ AgentKBError (500)
  ├── NotFound (404)            unknown project, agent, knowledge base, data source, ...
  ├── Conflict (409)            a name that already exists; deleting a non-empty project
  ├── PayloadTooLarge (413)     request body over `max_body_bytes`
+ ├── TooManyRequests (429)     too many failed logins or invalid credentials (`Retry-After`)
  └── UpstreamError (502)       an embedding or LLM provider failed
 """
 
@@ -46,6 +47,17 @@ class Conflict(AgentKBError):
 class PayloadTooLarge(AgentKBError):
     status = 413
     title = "Payload too large"
+
+
+class TooManyRequests(AgentKBError):
+    """Refused for now; `retry_after_s` (whole seconds, at least 1) is sent as `Retry-After`."""
+
+    status = 429
+    title = "Too many requests"
+
+    def __init__(self, detail: str, *, retry_after_s: int, title: str | None = None) -> None:
+        super().__init__(detail, title=title)
+        self.retry_after_s = max(1, retry_after_s)
 
 
 class UpstreamError(AgentKBError):

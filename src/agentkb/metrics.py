@@ -52,6 +52,20 @@ http_requests_in_progress = Gauge(
     multiprocess_mode="livesum",
 )
 
+# login throttling (agentkb.service.login_throttle)
+login_failures = Counter(
+    "agentkb_login_failures",
+    "Failed logins (reason `password`: a wrong user name or password) and invalid credentials (reason "
+    "`credential`: an unknown, expired or revoked token or API key), each counted toward the throttle.",
+    ["reason"],
+)
+login_throttled = Counter(
+    "agentkb_login_throttled",
+    "Requests refused (429) by the login throttle, by kind: `login` (POST /api/login, the console's form) "
+    "or `credential` (a request carrying a token or API key from a blocked client address).",
+    ["kind"],
+)
+
 # ingestion (agentkb.ingest.pipeline): work done per written batch (a transaction that later rolls back
 # has still done it)
 ingest_documents = Counter("agentkb_ingest_documents", "Documents (rows, files, pages) ingested.")

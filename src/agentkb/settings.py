@@ -150,6 +150,23 @@ class Settings(BaseSettings):
         ge=0,
         description="Requests per minute allowed to each credential (or client address); 0 turns it off.",
     )
+    login_free_attempts: int = Field(
+        default=5,
+        ge=1,
+        description="Failed logins (or invalid credentials) allowed to each user name and each client address "
+        "before back-off begins: then each failure blocks further attempts for `login_backoff_s`, doubling.",
+    )
+    login_backoff_s: float = Field(
+        default=1.0, gt=0, description="The first back-off after the free attempts are spent, in seconds."
+    )
+    login_backoff_max_s: float = Field(
+        default=900.0, gt=0, description="The longest back-off, in seconds (the doubling stops there)."
+    )
+    login_window_s: float = Field(
+        default=86400.0,
+        gt=0,
+        description="Failures are remembered until this many seconds pass without one (or a login succeeds).",
+    )
     shutdown_grace_s: float = Field(
         default=10.0,
         gt=0,

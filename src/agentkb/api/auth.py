@@ -7,6 +7,8 @@ A credential is `Authorization: Bearer <login token or API key>` (what mindsdb_s
 The middleware runs before the route reads the body, so an unauthenticated upload is refused unread.
 Requests for the public paths (health, `/api/status`, `/api/login`, the API docs) and requests that match
 no route (they answer 404, as mindsdb_sdk's login fallback from `/cloud/login` needs) pass unchecked.
+A refused credential counts against the client address in the login throttle; while the address is blocked
+its credentials get 429 with `Retry-After` before they are looked up (`service.login_throttle`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from agentkb.api import docs as api_docs
 from agentkb.api.deps import ServicesDep
 from agentkb.api.openai_compat import OPENAI_PREFIX, openai_error
 from agentkb.api.responses import JSON, Problem, problems
+from agentkb.errors import TooManyRequests
 from agentkb.service.types import Principal
 
 router = APIRouter(prefix="/api", tags=["auth"])
@@ -73,16 +76,28 @@ def refusal(path: str, detail: str, *, invalid: bool = False) -> Response:
     return response
 
 
+def too_many(path: str, refused: TooManyRequests) -> Response:
+    """The login throttle's 429 for a request to `path` (OpenAI's error shape under `/v1/`)."""
+    if path.startswith(OPENAI_PREFIX):
+        response: Response = openai_error(429, refused.detail)
+    else:
+        response = Problem(429, refused.title, refused.detail)
+    response.headers["Retry-After"] = str(refused.retry_after_s)
+    return response
+
+
 def principal(request: Request) -> Principal | None:
     """Who the request acts for (set by the middleware); None when auth is off."""
     found: Principal | None = getattr(request.state, "principal", None)
     return found
 
 
-@router.post("/login", response_model=LoginAnswer, responses=problems(400, 401, 413))
-async def login(body: LoginRequest, services: ServicesDep) -> Any:
-    """MindsDB's login: a token to send as `Authorization: Bearer <token>` until it expires."""
-    token = await services.auth.login(body.username, body.password)
+@router.post("/login", response_model=LoginAnswer, responses=problems(400, 401, 413, 429))
+async def login(body: LoginRequest, request: Request, services: ServicesDep) -> Any:
+    """MindsDB's login: a token to send as `Authorization: Bearer <token>` until it expires. Failed logins
+    are throttled per user name and per client address: 429 with `Retry-After` while either is blocked."""
+    client = request.client.host if request.client else None
+    token = await services.auth.login(body.username, body.password, client)
     ttl = token.expires_in_s
     return JSON({"token": token.token, "expires_in": int(ttl) if ttl.is_integer() else ttl})
 
@@ -112,11 +127,17 @@ UNAUTHORIZED_RESPONSE = {
     "description": "No valid credential (when authentication is on): problem+json, `WWW-Authenticate: Bearer`.",
     "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}},
 }
+THROTTLED_RESPONSE = {
+    "description": "The credential came from a client address the login throttle has blocked after too many "
+    "invalid credentials: problem+json, `Retry-After` (seconds).",
+    "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}},
+}
 
 
 def document_security(app: FastAPI) -> None:
     """Declare the credentials in `/openapi.json` (Swagger UI's Authorize button uses them): every operation
-    outside the public paths takes a Bearer token or an X-Api-Key and may answer 401."""
+    outside the public paths takes a Bearer token or an X-Api-Key and may answer 401 (and 429, the login
+    throttle's)."""
     build = app.openapi
     public = public_paths(app)
 
@@ -140,6 +161,7 @@ def document_security(app: FastAPI) -> None:
             for operation in operations.values():
                 operation["security"] = [{"bearer": []}, {"apiKey": []}]
                 operation.setdefault("responses", {}).setdefault("401", UNAUTHORIZED_RESPONSE)
+                operation["responses"].setdefault("429", THROTTLED_RESPONSE)
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]
@@ -163,10 +185,22 @@ class Authenticate:
             return
         auth = scope["app"].state.services.auth
         given = credential(_Headers(scope))
+        client = scope["client"][0] if scope.get("client") else None
+        # the login throttle: a blocked client address's credentials are refused before they are looked up
+        wait = auth.throttle.refused(client, given) if given else None
+        if wait is not None:
+            await too_many(scope["path"], auth.throttle.refusal(wait))(scope, receive, send)
+            return
         found = await auth.authenticate(given) if given else None
+        if found is not None:
+            auth.throttle.trust(given)
         # route matching (an unknown path answers its 404) only when the request would be refused: with auth
         # off it costs nothing per request
         if found is None and await auth.enabled() and _routed(scope):
+            wait = await auth.throttle.credential_failed(client) if given else None
+            if wait is not None:
+                await too_many(scope["path"], auth.throttle.refusal(wait))(scope, receive, send)
+                return
             answer = refusal(scope["path"], INVALID if given else MISSING, invalid=given is not None)
             await answer(scope, receive, send)
             return

@@ -82,7 +82,7 @@ _PROBLEM_DESCRIPTIONS = {
     404: "The project or resource named in the path does not exist",
     409: "Conflict: the name is taken, or the resource is in use",
     413: "The request body is larger than the server's limit",
-    429: "Too many requests for this credential; retry after `Retry-After` seconds",
+    429: "Too many requests, failed logins or invalid credentials; retry after `Retry-After` seconds",
     502: "An embedding or language-model provider failed",
 }
 

@@ -15,7 +15,7 @@ from agentkb.console.session import (
     is_https,
     safe_next,
 )
-from agentkb.errors import AgentKBError, Unauthorized
+from agentkb.errors import AgentKBError, TooManyRequests, Unauthorized
 
 router = APIRouter(prefix=PREFIX, route_class=ConsoleRoute, include_in_schema=False)
 
@@ -50,17 +50,23 @@ async def login(
     """A login token from the auth service (the same as `POST /api/login`), kept in the session cookie;
     or, when an API key is given instead, the key, once the auth service accepts it."""
     auth = services_of(request).auth
+    client = request.client.host if request.client else None  # the login throttle counts per address
     try:
         if api_key.strip():
             credential = api_key.strip()
+            await auth.throttle.check_client(client)
             if await auth.authenticate(credential) is None:
+                wait = await auth.throttle.credential_failed(client)
+                if wait is not None:
+                    raise auth.throttle.refusal(wait)
                 raise Unauthorized("The API key is invalid or revoked")
+            auth.throttle.trust(credential)
             max_age = None  # the key's session lasts as long as the browser's
         else:
-            token = await auth.login(username, password)
+            token = await auth.login(username, password, client)
             credential, max_age = token.token, int(token.expires_in_s)
     except AgentKBError as exc:
-        return await page(
+        answer = await page(
             request,
             "login.html",
             nav=False,
@@ -70,6 +76,9 @@ async def login(
             username=username,
             status=exc.status,
         )
+        if isinstance(exc, TooManyRequests):
+            answer.headers["Retry-After"] = str(exc.retry_after_s)
+        return answer
     response = see_other(safe_next(next))
     response.headers.append(
         "set-cookie",

@@ -8,7 +8,8 @@ database agrees at once, and a revoked key or ended session is refused on its ne
   changing the password (or user name) ends every session made with the old one;
 - **API keys**: `agentkb keys create NAME` makes a random `akb_…` key, shown once.
 
-Only SHA-256 hashes of the secrets are stored. Auth is on when a login is configured or any API key
+Failed logins and invalid credentials are throttled per user name and client address
+(`service.login_throttle`). Only SHA-256 hashes of the secrets are stored. Auth is on when a login is configured or any API key
 exists, and also on a server bound to a non-loopback interface unless `allow_no_auth` says otherwise (so
 revoking the last key of an exposed server does not open it).
 """
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from agentkb.errors import BadRequest, Conflict, NotFound, Unauthorized
+from agentkb.service.login_throttle import LoginThrottle
 from agentkb.settings import Settings
 from agentkb.storage import auth as repo
 from agentkb.storage.auth import ApiKeyRow
@@ -81,8 +83,9 @@ def _same(given: str, expected: str) -> bool:
 
 
 class AuthService:
-    def __init__(self, db: Database, settings: Settings) -> None:
+    def __init__(self, db: Database, settings: Settings, throttle: LoginThrottle | None = None) -> None:
         self.db = db
+        self.throttle = throttle or LoginThrottle(db, settings)  # failed logins and credentials
         self.username = settings.username
         self._password = settings.password.get_secret_value() if settings.password is not None else None
         self.token_ttl_s = settings.token_ttl_s
@@ -146,7 +149,10 @@ class AuthService:
             return None  # made with another user name or password
         return Principal("user", session.username)
 
-    async def login(self, username: object, password: object) -> LoginToken:
+    async def login(self, username: object, password: object, client: str | None = None) -> LoginToken:
+        """A login token for the configured user; `client` (the caller's address) and the user name count the
+        failures of the login throttle, which refuses (429) before comparing anything while either is
+        blocked."""
         if self.username is None or self._password is None:
             raise Unauthorized(
                 "Login is not configured on this server (set AGENTKB_USERNAME and AGENTKB_PASSWORD); "
@@ -154,9 +160,11 @@ class AuthService:
             )
         given_user = username if isinstance(username, str) else ""
         given_password = password if isinstance(password, str) else ""
+        attempt = await self.throttle.login_attempt(given_user, client)
         user_ok = _same(given_user, self.username)
         password_ok = _same(given_password, self._password)  # both compared, whatever the first said
         if not (user_ok and password_ok):
+            attempt.failed()
             raise Unauthorized("Invalid username or password")
         token = secrets.token_urlsafe(32)
         async with self.db.transaction() as conn:
@@ -168,6 +176,7 @@ class AuthService:
                 _login_tag(token, self.username, self._password),
                 self.token_ttl_s,
             )
+            await attempt.succeeded(conn)
         return LoginToken(token, self.token_ttl_s)
 
     async def logout(self, credential: str | None) -> bool:

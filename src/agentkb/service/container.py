@@ -25,6 +25,7 @@ from agentkb.service.jobs import JobService
 from agentkb.service.kb_admin import KnowledgeBaseAdmin
 from agentkb.service.knowledge_bases import KnowledgeBaseService
 from agentkb.service.lifecycle import Shutdown
+from agentkb.service.login_throttle import LoginThrottle
 from agentkb.service.mcp import MCPService
 from agentkb.service.metrics import MetricsService
 from agentkb.service.openai_compat import ChatService
@@ -165,7 +166,7 @@ def build_services(
         completions=completions,
         sql=sql,
         evaluations=evaluations,
-        auth=AuthService(db, settings),
+        auth=AuthService(db, settings, LoginThrottle(db, settings, secret=next(iter(box.keys), ""))),
         shutdown=shutdown,
         health=HealthService(db, shutdown),
         metrics=MetricsService(db),
