@@ -162,6 +162,8 @@ class Authenticate:
             await self.app(scope, receive, send)
             return
         auth = scope["app"].state.services.auth
+        server = scope.get("server")
+        auth.observe(server[0] if server else None)  # reached at a non-loopback address: exposed
         given = credential(_Headers(scope))
         found = await auth.authenticate(given) if given else None
         # route matching (an unknown path answers its 404) only when the request would be refused: with auth

@@ -15,7 +15,7 @@ from agentkb.console.session import (
     is_https,
     safe_next,
 )
-from agentkb.errors import AgentKBError, Unauthorized
+from agentkb.errors import AgentKBError
 
 router = APIRouter(prefix=PREFIX, route_class=ConsoleRoute, include_in_schema=False)
 
@@ -48,17 +48,14 @@ async def login(
     next: str = Form(""),
 ) -> Response:
     """A login token from the auth service (the same as `POST /api/login`), kept in the session cookie;
-    or, when an API key is given instead, the key, once the auth service accepts it."""
+    or, when an API key is given instead, a session token standing for the key (never the key itself), so
+    that logging out ends it."""
     auth = services_of(request).auth
     try:
         if api_key.strip():
-            credential = api_key.strip()
-            if await auth.authenticate(credential) is None:
-                raise Unauthorized("The API key is invalid or revoked")
-            max_age = None  # the key's session lasts as long as the browser's
+            token = await auth.key_session(api_key.strip())
         else:
             token = await auth.login(username, password)
-            credential, max_age = token.token, int(token.expires_in_s)
     except AgentKBError as exc:
         return await page(
             request,
@@ -73,14 +70,17 @@ async def login(
     response = see_other(safe_next(next))
     response.headers.append(
         "set-cookie",
-        cookie_header(SESSION_COOKIE, credential, secure=is_https(request.scope), max_age=max_age),
+        cookie_header(
+            SESSION_COOKIE, token.token, secure=is_https(request.scope), max_age=int(token.expires_in_s)
+        ),
     )
     return response
 
 
 @router.post("/logout", dependencies=[Depends(check_csrf)])
 async def logout(request: Request) -> Response:
-    """End the login session (an API key stays valid: it is revoked with `agentkb keys revoke`)."""
+    """End the console's session, a login's or one opened with an API key (the key itself stays valid: it is
+    revoked with `agentkb keys revoke`)."""
     token = request.cookies.get(SESSION_COOKIE)
     if token:
         await services_of(request).auth.logout(token)
