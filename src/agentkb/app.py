@@ -124,6 +124,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 def listening(app: FastAPI, addresses: Iterable[str]) -> None:
     """Tell a started app the addresses its server's sockets are bound to (`agentkb serve` does): one that
-    is not loopback keeps authentication on (`AuthService.observe`), whatever `AGENTKB_HOST` says."""
+    is not loopback keeps authentication on (`AuthService.observe`), whatever `AGENTKB_HOST` says. An app
+    without agentkb's services (another ASGI app served the same way) has nothing to tell."""
+    services = getattr(app.state, "services", None)
+    if services is None:
+        return
     for address in addresses:
-        app.state.services.auth.observe(address)
+        services.auth.observe(address)
