@@ -65,7 +65,8 @@ class ServedApp:
     def __init__(self, settings: Any) -> None:
         from agentkb.app import create_app
 
-        self.uvicorn = UvicornThread(create_app(settings), name="agentkb")
+        # as `agentkb serve` runs it: forwarded headers are the app's to read (AGENTKB_TRUSTED_PROXIES)
+        self.uvicorn = UvicornThread(create_app(settings), name="agentkb", proxy_headers=False)
         self.url = ""
 
     def __enter__(self) -> ServedApp:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from agentkb import __version__, console
 from agentkb.api import (
@@ -29,7 +30,8 @@ from agentkb.api import (
     status,
     transfer,
 )
-from agentkb.api.auth import Authenticate, document_security, public_paths
+from agentkb.api.auth import HEALTH_PATHS, Authenticate, document_security, public_paths
+from agentkb.api.hosts import TrustedHosts
 from agentkb.api.mcp import MCPDoor
 from agentkb.api.metrics import RequestMetrics
 from agentkb.api.middleware import RequestContext
@@ -86,16 +88,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(evaluations.router)
     app.include_router(metrics.router)
     app.include_router(openai_compat.router)  # agents as OpenAI chat models
-    app.state.mcp = MCPDoor(lambda: app.state.services, settings.host)  # MCP, streamable HTTP
+    app.state.mcp = MCPDoor(lambda: app.state.services)  # MCP, streamable HTTP
     app.router.routes.extend(app.state.mcp.routes)
     console.install(app)  # the web console at /console (not in the OpenAPI schema)
     docs.install(app)
     document_security(app)
-    # the last added runs first: request id and body limit, then authentication, then the rate limit
+    # the last added runs first: forwarded headers, CORS, metrics, request id and body limit, the Host check,
+    # the console's session, authentication, then the rate limit
     if settings.rate_limit_per_min > 0:
         app.add_middleware(RateLimit, per_minute=settings.rate_limit_per_min)
     app.add_middleware(Authenticate, public=public_paths(app) | console.PUBLIC_PATHS)
     app.add_middleware(console.ConsoleSession)  # before Authenticate: the console's cookie as the credential
+    # before the console and the API: a Host this server does not answer to (DNS rebinding) is refused
+    app.add_middleware(TrustedHosts, allowed=settings.allowed_hosts, exempt=HEALTH_PATHS)
     app.add_middleware(
         RequestContext,
         max_body_bytes=settings.max_body_bytes,
@@ -112,4 +117,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             expose_headers=["X-Request-Id", "X-Agentkb-Job", "X-Agentkb-Ingest"],
             max_age=600,
         )
+    if settings.trusted_proxies:  # outermost: the client address and scheme everything else sees
+        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.trusted_proxies)
     return app
+
+
+def listening(app: FastAPI, addresses: Iterable[str]) -> None:
+    """Tell a started app the addresses its server's sockets are bound to (`agentkb serve` does): one that
+    is not loopback keeps authentication on (`AuthService.observe`), whatever `AGENTKB_HOST` says. An app
+    without agentkb's services (another ASGI app served the same way) has nothing to tell."""
+    services = getattr(app.state, "services", None)
+    if services is None:
+        return
+    for address in addresses:
+        services.auth.observe(address)

@@ -28,7 +28,7 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "msg": record.getMessage(),
         }
-        for key in ("request_id", "method", "path", "status", "duration_ms"):
+        for key in ("request_id", "method", "path", "status", "duration_ms", "client"):
             if hasattr(record, key):
                 value = getattr(record, key)
                 payload[key] = mask_text(value) if isinstance(value, str) else value

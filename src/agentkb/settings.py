@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 from pathlib import Path
@@ -18,6 +19,14 @@ from pydantic_settings import (
 
 DEFAULT_MODEL: dict[str, Any] = {"provider": "extractive", "model_name": "extractive"}
 DEFAULT_EMBEDDING_MODEL: dict[str, Any] = {"provider": "local", "model_name": "all-MiniLM-L6-v2"}
+
+
+def _text_list(value: Any) -> Any:
+    """A list setting given as text: a JSON list, or comma-separated values."""
+    if isinstance(value, str):
+        text = value.strip()
+        return json.loads(text) if text.startswith("[") else text.split(",")
+    return value
 
 
 def _config_file() -> Path | None:
@@ -177,6 +186,21 @@ class Settings(BaseSettings):
         description="Browser origins allowed to call the API (CORS), comma-separated or a JSON list; `*` "
         "allows any. Empty (the default): no CORS headers are sent.",
     )
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Host names the server answers to besides localhost and loopback addresses (a guard "
+        "against DNS rebinding), comma-separated or a JSON list: exact names, `*.example.com` (its "
+        "subdomains), IP networks (`10.0.0.0/8`: Host headers that are such addresses), `*` (any). Empty "
+        "(the default): a server with authentication on answers to any Host, one without only to localhost "
+        "and loopback addresses. `/health` and `/health/ready` answer to any Host.",
+    )
+    trusted_proxies: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Addresses or networks (comma-separated or a JSON list: `10.0.0.5`, `10.0.0.0/8`, `*` "
+        "for any) of the reverse proxies whose `X-Forwarded-For` / `X-Forwarded-Proto` are believed: a "
+        "request from one of them takes its client address (rate limit, logs) and scheme (cookies' Secure) "
+        "from those headers. Empty (the default): the headers are ignored.",
+    )
     secret_key: SecretStr | None = Field(
         default=None,
         description="Fernet key(s) encrypting the secrets stored in the database (provider keys, passwords); "
@@ -203,12 +227,42 @@ class Settings(BaseSettings):
     @field_validator("cors_origins", mode="before")
     @classmethod
     def _origins(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            text = value.strip()
-            value = json.loads(text) if text.startswith("[") else text.split(",")
+        value = _text_list(value)
         if isinstance(value, list):  # "https://app.example/" and "https://app.example" are one origin
             value = [o.strip().rstrip("/") if isinstance(o, str) else o for o in value]
             return [o for o in value if o != ""]
+        return value
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _hosts(cls, value: Any) -> Any:
+        value = _text_list(value)
+        if isinstance(value, list):
+            value = [h.strip().lower().rstrip(".") if isinstance(h, str) else h for h in value]
+            value = [h for h in value if h != ""]
+            for pattern in value:
+                wildcard = isinstance(pattern, str) and "*" in pattern and pattern != "*"
+                if wildcard and (not pattern.startswith("*.") or "*" in pattern[1:]):
+                    raise ValueError(f"allowed host {pattern!r}: a wildcard is `*` or `*.example.com`")
+        return value
+
+    @field_validator("trusted_proxies", mode="before")
+    @classmethod
+    def _proxies(cls, value: Any) -> Any:
+        value = _text_list(value)
+        if isinstance(value, list):
+            value = [p.strip() if isinstance(p, str) else p for p in value]
+            value = [p for p in value if p != ""]
+            for proxy in value:
+                if proxy == "*" or not isinstance(proxy, str):
+                    continue
+                try:
+                    ipaddress.ip_network(proxy, strict=False)
+                except ValueError:
+                    raise ValueError(
+                        f"trusted proxy {proxy!r} is not an IP address or network (e.g. 10.0.0.5, "
+                        "10.0.0.0/8) or `*`"
+                    ) from None
         return value
 
     @field_validator("default_project")

@@ -184,6 +184,8 @@ class Authenticate:
             await self.app(scope, receive, send)
             return
         auth = scope["app"].state.services.auth
+        server = scope.get("server")
+        auth.observe(server[0] if server else None)  # reached at a non-loopback address: exposed
         given = credential(_Headers(scope))
         client = scope["client"][0] if scope.get("client") else None
         # the login throttle: a blocked client address's credentials are refused before they are looked up

@@ -231,16 +231,12 @@ def build_server(services: ServicesGetter) -> MCPServer[Any]:
 class MCPDoor:
     """The server at `/mcp` of one app: its routes, and the session manager its lifespan runs."""
 
-    def __init__(self, services: ServicesGetter, host: str) -> None:
+    def __init__(self, services: ServicesGetter) -> None:
         self.server = build_server(services)
-        # as the SDK does for a server bound to a loopback address: refuse other Host / Origin headers (DNS
-        # rebinding); a server on another interface is reached by any name, and is behind authentication
-        loopback = host in ("127.0.0.1", "localhost", "::1")
-        security = TransportSecuritySettings(
-            enable_dns_rebinding_protection=loopback,
-            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]"],
-            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
-        )
+        # the SDK's own Host / Origin check is off: the app's TrustedHosts checks the Host of every request,
+        # `/mcp`'s included, against AGENTKB_ALLOWED_HOSTS (DNS rebinding); a cross-site page cannot send the
+        # JSON POSTs MCP takes without a CORS preflight, which only AGENTKB_CORS_ORIGINS lets through
+        security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
         http_app = self.server.streamable_http_app(
             streamable_http_path=MCP_PATH,
             json_response=True,

@@ -105,6 +105,8 @@ class RequestContext:
                     "path": scope["path"],
                     "status": status,
                     "duration_ms": round((time.perf_counter() - started) * 1000, 2),
+                    # as a trusted proxy's X-Forwarded-For gives it (AGENTKB_TRUSTED_PROXIES), else the peer
+                    "client": client[0] if (client := scope.get("client")) else None,
                 },
             )
 

@@ -9,6 +9,9 @@ and then runs the app's lifespan shutdown (the runtime closes). What agentkb add
   end — so the connections uvicorn waits for close at once instead of after the job or run;
 - requests get half the grace period (`AGENTKB_SHUTDOWN_GRACE_S`), closing the runtime the other half,
   and a deadline ends the process when the grace period is over whatever is left (`ExitGuard`);
+- the addresses the sockets are bound to reach the app (`agentkb.app.listening`): a non-loopback one keeps
+  authentication on, whatever `AGENTKB_HOST` says; uvicorn's own reading of `X-Forwarded-*` is off (the app
+  reads them from `AGENTKB_TRUSTED_PROXIES` only);
 - a second signal exits at once (uvicorn itself only force-quits on a second SIGINT, and even then waits
   for nothing but still runs no lifespan shutdown).
 """
@@ -18,11 +21,14 @@ from __future__ import annotations
 import gc
 import signal
 import socket
+from collections.abc import Callable
+from functools import partial
 from types import FrameType
 from typing import Any
 
 import uvicorn
 
+from agentkb.app import listening
 from agentkb.runtime import ExitGuard
 from agentkb.service.lifecycle import Shutdown
 
@@ -43,19 +49,38 @@ def settle_garbage_collector() -> None:
 
 class GracefulServer(uvicorn.Server):
     def __init__(
-        self, config: uvicorn.Config, shutdown: Shutdown, grace_s: float, *, settle_gc: bool = False
+        self,
+        config: uvicorn.Config,
+        shutdown: Shutdown,
+        grace_s: float,
+        *,
+        settle_gc: bool = False,
+        on_listening: Callable[[list[str]], None] | None = None,
     ) -> None:
         """`settle_gc`: once started, tune this process's garbage collector (`settle_garbage_collector`);
-        for a server that owns its process (`agentkb serve`), not one in a thread of another program."""
+        for a server that owns its process (`agentkb serve`), not one in a thread of another program.
+        `on_listening`: called once started with the addresses its sockets are bound to."""
         super().__init__(config)
         self.app_shutdown = shutdown
         self.guard = ExitGuard(grace_s)
         self.settle_gc = settle_gc
+        self.on_listening = on_listening
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
+        if self.started and self.on_listening is not None:
+            self.on_listening(self.bound_addresses())
         if self.settle_gc and self.started:
             settle_garbage_collector()
+
+    def bound_addresses(self) -> list[str]:
+        """The local addresses of the listening sockets (an IP address, or a unix socket's path)."""
+        found: list[str] = []
+        for server in self.servers:
+            for sock in server.sockets:
+                name = sock.getsockname()
+                found.append(str(name[0]) if isinstance(name, tuple) else str(name))
+        return found
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         self.guard(sig)  # the second signal ends the process here
@@ -90,7 +115,11 @@ def make_server(app: Any, *, host: str, port: int, grace_s: float) -> GracefulSe
         port=port,
         log_config=None,
         access_log=False,
+        # X-Forwarded-* are read by the app, from AGENTKB_TRUSTED_PROXIES only (uvicorn would trust 127.0.0.1)
+        proxy_headers=False,
         # requests in flight get half the grace period; the runtime closes in the other half
         timeout_graceful_shutdown=grace_s / 2,  # type: ignore[arg-type]  # annotated int, used as a float
     )
-    return GracefulServer(config, app.state.shutdown, grace_s, settle_gc=True)
+    return GracefulServer(
+        config, app.state.shutdown, grace_s, settle_gc=True, on_listening=partial(listening, app)
+    )

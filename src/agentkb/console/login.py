@@ -48,23 +48,24 @@ async def login(
     next: str = Form(""),
 ) -> Response:
     """A login token from the auth service (the same as `POST /api/login`), kept in the session cookie;
-    or, when an API key is given instead, the key, once the auth service accepts it."""
+    or, when an API key is given instead, a session token standing for the key (never the key itself), so
+    that logging out ends it."""
     auth = services_of(request).auth
     client = request.client.host if request.client else None  # the login throttle counts per address
     try:
         if api_key.strip():
             credential = api_key.strip()
             await auth.throttle.check_client(client)
-            if await auth.authenticate(credential) is None:
+            try:
+                token = await auth.key_session(credential)
+            except Unauthorized:
                 wait = await auth.throttle.credential_failed(client)
                 if wait is not None:
-                    raise auth.throttle.refusal(wait)
-                raise Unauthorized("The API key is invalid or revoked")
-            auth.throttle.trust(credential)
-            max_age = None  # the key's session lasts as long as the browser's
+                    raise auth.throttle.refusal(wait) from None
+                raise
         else:
             token = await auth.login(username, password, client)
-            credential, max_age = token.token, int(token.expires_in_s)
+        auth.throttle.trust(token.token)
     except AgentKBError as exc:
         answer = await page(
             request,
@@ -82,14 +83,17 @@ async def login(
     response = see_other(safe_next(next))
     response.headers.append(
         "set-cookie",
-        cookie_header(SESSION_COOKIE, credential, secure=is_https(request.scope), max_age=max_age),
+        cookie_header(
+            SESSION_COOKIE, token.token, secure=is_https(request.scope), max_age=int(token.expires_in_s)
+        ),
     )
     return response
 
 
 @router.post("/logout", dependencies=[Depends(check_csrf)])
 async def logout(request: Request) -> Response:
-    """End the login session (an API key stays valid: it is revoked with `agentkb keys revoke`)."""
+    """End the console's session, a login's or one opened with an API key (the key itself stays valid: it is
+    revoked with `agentkb keys revoke`)."""
     token = request.cookies.get(SESSION_COOKIE)
     if token:
         await services_of(request).auth.logout(token)

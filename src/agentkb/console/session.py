@@ -2,8 +2,10 @@
 
 `ConsoleSession` runs before the API's `Authenticate` middleware, for `/console` paths only:
 
-- the session cookie (HttpOnly, SameSite=Strict, Secure over https) holds a login token from the auth
-  service (or an API key given on the login form); it is handed on as `Authorization: Bearer <token>`, so
+- the session cookie (HttpOnly, SameSite=Strict, Secure over https — the scheme as a trusted proxy's
+  `X-Forwarded-Proto` gives it, see `AGENTKB_TRUSTED_PROXIES`) holds a session token from the auth service:
+  a login's, or one standing for an API key given on the login form (never the key itself), which logging
+  out deletes; it is handed on as `Authorization: Bearer <token>`, so
   the console is checked by the same middleware, against the same sessions and keys, as the API;
 - a refusal (401) of a console page becomes a redirect to the login form (and the stale cookie is
   cleared), so a person sees a form, not a problem+json;

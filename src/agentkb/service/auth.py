@@ -6,16 +6,21 @@ database agrees at once, and a revoked key or ended session is refused on its ne
 - **login tokens**: `POST /api/login` with `AGENTKB_USERNAME` / `AGENTKB_PASSWORD` gives a random token that
   expires after `AGENTKB_TOKEN_TTL_S`; its row also holds an HMAC of the login keyed by the token, so
   changing the password (or user name) ends every session made with the old one;
-- **API keys**: `agentkb keys create NAME` makes a random `akb_…` key, shown once.
+- **API keys**: `agentkb keys create NAME` makes a random `akb_…` key, shown once;
+- **key sessions**: the web console signed in with an API key holds a session token of its own (same table,
+  same lifetime as a login token, tagged by the key's hash), so that logging out leaves nothing usable.
 
 Failed logins and invalid credentials are throttled per user name and client address
-(`service.login_throttle`). Only SHA-256 hashes of the secrets are stored. Auth is on when a login is configured or any API key
-exists, and also on a server bound to a non-loopback interface unless `allow_no_auth` says otherwise (so
-revoking the last key of an exposed server does not open it).
+(`service.login_throttle`). Only SHA-256 hashes of the secrets are stored. Auth is on when a login is
+configured or any API key exists, and also on a server reachable from the network unless `allow_no_auth` says
+otherwise (so revoking the last key of an exposed server does not open it): one whose settings name a
+non-loopback host, or that is found listening on (`observe`: the sockets the server bound) or reached at a
+non-loopback address.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import ipaddress
@@ -57,14 +62,23 @@ class LoginToken:
     expires_in_s: float
 
 
+@functools.lru_cache(maxsize=256)
 def is_loopback(host: str) -> bool:
     """Whether binding `host` keeps the server reachable from this machine only."""
     if host.lower() == "localhost":
         return True
     try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
+        address = ipaddress.ip_address(host.strip("[]"))
     except ValueError:
         return False  # a host name: it may resolve to any interface
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.is_loopback  # ::ffff:127.0.0.1, a dual-stack socket's view of 127.0.0.1
+    return address.is_loopback
+
+
+def is_local(address: str) -> bool:
+    """Whether a socket's address (an IP, or a unix socket's path) is reachable from this machine only."""
+    return is_loopback(address) or address.startswith("/") or address.startswith("\0") or not address
 
 
 def _sha256(secret: str) -> str:
@@ -73,6 +87,11 @@ def _sha256(secret: str) -> str:
 
 def _login_tag(token: str, username: str, password: str) -> str:
     return hmac.new(token.encode(), f"{username}\0{password}".encode(), hashlib.sha256).hexdigest()
+
+
+def _key_tag(token: str, key_hash: str) -> str:
+    """A key session's tag: an HMAC, keyed by the session token, of the API key's hash (never a login's)."""
+    return hmac.new(token.encode(), f"api-key\0{key_hash}".encode(), hashlib.sha256).hexdigest()
 
 
 def _same(given: str, expected: str) -> bool:
@@ -117,6 +136,14 @@ class AuthService:
         """Whether requests need a credential."""
         return self.always_on or await self.configured()
 
+    def observe(self, address: str | None) -> None:
+        """An address the server listens on, or a request arrived at (the ASGI scope's `server`): one that is
+        not loopback (nor a unix socket) means the server is reachable from the network, so authentication
+        stays on from then on (unless `allow_no_auth`), whatever `host` the settings name."""
+        if address is None or self.always_on or self.allow_no_auth or is_local(address):
+            return
+        self.always_on = True
+
     async def exposure_problem(self) -> str | None:
         """Why `agentkb serve` must not start on its host with auth off; None when it may."""
         if self.allow_no_auth or is_loopback(self.host) or await self.configured():
@@ -139,15 +166,21 @@ class AuthService:
             if found is None or not _same(found[1], digest):
                 return None
             return Principal("key", found[0])
-        if self.username is None or self._password is None:
-            return None
         async with self.db.read() as conn:
             session = await repo.get_session(conn, digest)
-        if session is None:
-            return None
-        if not _same(session.login_tag, _login_tag(credential, self.username, self._password)):
-            return None  # made with another user name or password
-        return Principal("user", session.username)
+            if session is None:
+                return None
+            if (
+                self.username is not None
+                and self._password is not None
+                and _same(session.login_tag, _login_tag(credential, self.username, self._password))
+            ):
+                return Principal("user", session.username)
+            key_hash = await repo.key_hash(conn, session.username)
+        # else a session opened with an API key (`key_session`); it ends with the key
+        if key_hash is None or not _same(session.login_tag, _key_tag(credential, key_hash)):
+            return None  # made with another user name, password or key
+        return Principal("key", session.username)
 
     async def login(self, username: object, password: object, client: str | None = None) -> LoginToken:
         """A login token for the configured user; `client` (the caller's address) and the user name count the
@@ -177,6 +210,21 @@ class AuthService:
                 self.token_ttl_s,
             )
             await attempt.succeeded(conn)
+        return LoginToken(token, self.token_ttl_s)
+
+    async def key_session(self, key: str) -> LoginToken:
+        """A session token standing for an API key, for as long as a login token lasts: what the web console
+        keeps in its cookie instead of the key itself, so that logging out (which deletes the session) leaves
+        nothing usable behind. Revoking the key ends it too (its tag is keyed by the key's hash)."""
+        found = await self.authenticate(key) if key.startswith(KEY_PREFIX) else None
+        if found is None or found.kind != "key":
+            raise Unauthorized("The API key is invalid or revoked")
+        token = secrets.token_urlsafe(32)
+        async with self.db.transaction() as conn:
+            await repo.delete_expired_sessions(conn)
+            await repo.insert_session(
+                conn, _sha256(token), found.name, _key_tag(token, _sha256(key)), self.token_ttl_s
+            )
         return LoginToken(token, self.token_ttl_s)
 
     async def logout(self, credential: str | None) -> bool:

@@ -126,3 +126,9 @@ async def delete_session(conn: AsyncConnection, token_hash: str) -> bool:
 
 async def delete_expired_sessions(conn: AsyncConnection) -> None:
     await conn.execute(auth_sessions.delete().where(auth_sessions.c.expires_at <= func.now()))
+
+
+async def key_hash(conn: AsyncConnection, name: str) -> str | None:
+    """The stored hash of the API key named `name`, or None (no such key: revoked, or never made)."""
+    found: str | None = await conn.scalar(select(api_keys.c.key_hash).where(api_keys.c.name == name))
+    return found
