@@ -1,6 +1,7 @@
 """Connections to external data sources, from MindsDB-style `parameters`.
 
-Engines: `postgres`/`postgresql` (psycopg 3), `mysql`/`mariadb` (PyMySQL), `sqlite` (opened read-only).
+Engines: `postgres`/`postgresql` (psycopg 3), `mysql`/`mariadb` (PyMySQL), `sqlite` (opened read-only, and
+each connection sandboxed: no extensions, attached databases or file functions; `sandbox.guard_sqlite`).
 Every engine is a SQLAlchemy *sync* engine: queries run in worker threads, never on the event loop.
 """
 
@@ -14,13 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
 
 from agentkb.errors import BadRequest
 from agentkb.secrecy import mask_text, secret_values
+from agentkb.sql import sandbox
 
 SUPPORTED_ENGINES = ("postgres", "postgresql", "mysql", "mariadb", "sqlite")
 _DIALECTS = {
@@ -126,16 +128,29 @@ def create(engine: str, params: Mapping[str, Any], *, pooled: bool = True) -> En
     """A new engine: small pool, pre-ping; `pooled=False` for one-off use (NullPool)."""
     spec = connection_spec(engine, params)
     if not pooled:
-        return create_engine(spec.url, connect_args=spec.connect_args, poolclass=NullPool)
-    return create_engine(
-        spec.url,
-        connect_args=spec.connect_args,
-        pool_size=2,
-        max_overflow=3,
-        pool_timeout=30,
-        pool_recycle=1800,
-        pool_pre_ping=True,
+        return _sandboxed(create_engine(spec.url, connect_args=spec.connect_args, poolclass=NullPool))
+    return _sandboxed(
+        create_engine(
+            spec.url,
+            connect_args=spec.connect_args,
+            pool_size=2,
+            max_overflow=3,
+            pool_timeout=30,
+            pool_recycle=1800,
+            pool_pre_ping=True,
+        )
     )
+
+
+def _guard(dbapi_connection: Any, _record: Any) -> None:
+    sandbox.guard_sqlite(dbapi_connection)
+
+
+def _sandboxed(engine: Engine) -> Engine:
+    """A SQLite engine whose every connection is sandboxed; other engines as they are."""
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _guard)
+    return engine
 
 
 def error_message(exc: BaseException, params: Mapping[str, Any]) -> str:
