@@ -38,7 +38,7 @@ def test_conditions_go_to_their_source_and_join_values_to_the_data_source() -> N
     assert ds.join_in == ("ral", "k", "id")
     assert kb.limit is None  # a join: the search keeps its default size
     assert text(p.outer.where) == "k.id = t.y"
-    sql = frames.to_duckdb(p.outer.to_string())
+    sql = frames.to_duckdb(p.outer.to_string(), [s.key for s in p.sources])
     assert sql == "SELECT t.italian, k.id FROM t0 AS k JOIN t1 AS t ON t.ral = k.id WHERE k.id = t.y LIMIT 2"
 
 

@@ -4,13 +4,16 @@ MindsDB reads `files.<name>` in process; here the files an agent may read are lo
 when a tool first reads one, into a private in-memory SQLite database (SQLAlchemy over the standard
 library's sqlite3). The agent's SQL then goes through the same fence, read-only execution and inspection
 as any data source's, rendered for SQLite. Column types are inferred from the values (INTEGER, REAL, else
-TEXT), so `id = '1001'` still finds an integer id; objects and lists are stored as JSON text.
+TEXT), so `id = '1001'` still finds an integer id; objects and lists are stored as JSON text. Once loaded,
+the database is sandboxed (`sandbox.guard_sqlite`): it can only be read, with no extension, attached
+database or file function.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +23,7 @@ from sqlalchemy.pool import StaticPool
 
 from agentkb.agents.ports import UploadedTables
 from agentkb.ingest.files.tables import Tabular
+from agentkb.sql import sandbox
 
 FILES = "files"  # MindsDB's data source of uploaded files
 DIALECT = "sqlite"
@@ -47,7 +51,7 @@ def _cell(value: Any) -> Any:
 
 
 def load(tables: dict[str, Tabular]) -> Engine:
-    """An in-memory SQLite database holding `tables`. Blocking: run it in a thread."""
+    """An in-memory SQLite database holding `tables`, read-only once loaded. Blocking: run it in a thread."""
     engine = sqlalchemy.create_engine(
         "sqlite://", poolclass=StaticPool, connect_args={"check_same_thread": False}
     )
@@ -59,6 +63,12 @@ def load(tables: dict[str, Tabular]) -> Engine:
             if rows and table.columns:
                 marks = ", ".join("?" for _ in table.columns)
                 conn.exec_driver_sql(f"INSERT INTO {_quote(name)} VALUES ({marks})", [tuple(r) for r in rows])
+    raw = engine.raw_connection()  # the one connection (StaticPool) every later query uses
+    try:
+        assert isinstance(raw.driver_connection, sqlite3.Connection)
+        sandbox.guard_sqlite(raw.driver_connection)
+    finally:
+        raw.close()
     return engine
 
 

@@ -1,14 +1,14 @@
 """What an agent's SQL may read, and the fence every `sql_db_query` (and `sql_db_schema` sample) passes.
 
 `pushdown.parse_select` already refuses anything but one read-only SELECT over one data source (DDL, DML,
-several statements, locking, INTO, sleeping / file / connection functions, variables). The fence adds the
-agent's allow-list on the parsed tree: every table reference, in joins, subqueries, set operations and CTE
-bodies alike, must be one of the agent's tables. A one-part name counts as a CTE only where that CTE is in
-scope (its WITH encloses the reference, and inside a sibling CTE only earlier siblings, or itself under
-RECURSIVE), so a CTE can never be used to smuggle in a table of the same name. A reference whose spelling
-differs from the allowed table's is rewritten to that table's exact quoted name, so the database can only
-resolve it to an allowed table. The query then runs as rendered from the checked tree, through
-`pushdown.stream_rows` (READ ONLY transaction, statement timeout), in a worker thread.
+several statements, locking, INTO, variables, and through `sql.sandbox` every denied function and any function
+in FROM). The fence adds the agent's allow-list on the parsed tree: every table reference, in joins,
+subqueries, set operations and CTE bodies alike, must be one of the agent's tables. A one-part name counts as
+a CTE only where that CTE is in scope (its WITH encloses the reference, and inside a sibling CTE only earlier
+siblings, or itself under RECURSIVE), so a CTE can never be used to smuggle in a table of the same name. A
+reference whose spelling differs from the allowed table's is rewritten to that table's exact quoted name, so
+the database can only resolve it to an allowed table. The query then runs as rendered from the checked tree,
+through `pushdown.stream_rows` (READ ONLY transaction, statement timeout), in a worker thread.
 """
 
 from __future__ import annotations
@@ -36,11 +36,6 @@ from agentkb.sql import pushdown
 
 log = logging.getLogger(__name__)
 
-# Beyond pushdown's deny list: PostgreSQL's pg_* administration/introspection functions (a few harmless
-# ones excepted) and configuration reads.
-_DENIED_FUNCTIONS = frozenset({"current_setting", "inet_server_addr", "inet_server_port", "inet_client_addr"})
-_DENIED_PREFIX = "pg_"
-_ALLOWED_PG_FUNCTIONS = frozenset({"pg_typeof", "pg_column_size", "pg_size_pretty"})
 _GLOB = re.compile(r"[*?\[]")
 
 
@@ -182,7 +177,7 @@ def _fence(sql: str, allowed: AllowList) -> FencedQuery:
     used: list[AllowedTable] = []
     for table in query.tree.find_all(exp.Table):
         if not isinstance(table.this, exp.Identifier):
-            continue  # a table function; its name passed the deny lists
+            continue  # not reached: the sandbox (through pushdown) refuses a function in FROM
         if table.args.get("catalog") is not None:
             raise refused(f"Table name {table.sql()} has too many parts")
         schema = table.args.get("db")
@@ -256,12 +251,6 @@ def _check_extras(tree: exp.Expression) -> None:
     for dot in tree.find_all(exp.Dot):
         if isinstance(dot.expression, exp.Func):
             raise refused(f"Schema-qualified function calls ({dot.sql()}) are not allowed")
-    for func in tree.find_all(exp.Func):
-        name = (func.name if isinstance(func, exp.Anonymous) else func.sql_name()).lower()
-        if name in _DENIED_FUNCTIONS or (
-            name.startswith(_DENIED_PREFIX) and name not in _ALLOWED_PG_FUNCTIONS
-        ):
-            raise refused(f"The function {name}() is not allowed")
 
 
 # --- running ---------------------------------------------------------------------------------------------

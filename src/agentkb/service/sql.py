@@ -7,7 +7,8 @@ INSERT INTO <kb> SELECT ... [USING ...] / VALUES ..., DROP TABLE files.<name>, U
 information_schema.queries and SELECT query_cancel(<id>) (in `sql_insert.py`, `sql_queries.py`); DELETE FROM
 <kb> WHERE .... Anything else is an error naming the statement. The agent statements live in
 `sql_agents.py`, the KB DDL in `sql_ddl.py`; a KB SELECT runs in `sql_kb`; joins, subqueries, UNION and
-grouped or ordered KB/file SELECTs are planned in `sql_select`.
+grouped or ordered KB/file SELECTs are planned in `sql_select`. Every statement first passes the SQL
+sandbox's name fence (`sql.sandbox`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from agentkb.service.sql_insert import SQLInsert
 from agentkb.service.sql_kb import KBSelect
 from agentkb.service.sql_queries import QUERY_COLUMNS
 from agentkb.service.sql_select import SelectRunner, needs_planner
-from agentkb.sql import catalog, pushdown
+from agentkb.sql import catalog, pushdown, sandbox
 from agentkb.sql import params as sql_params
 from agentkb.sql.kbquery import parse_kb_select_ast, strip_wrappers
 from agentkb.sql.names import one_part, two_part
@@ -128,6 +129,7 @@ class SQLService:
             raise BadRequest(f"Invalid SQL: {exc}") from exc
         if sql_params.needs_binding(sql, params):
             sql_params.bind(statement, params)  # `:name` and `@name`, as MindsDB binds them
+        sandbox.check_statement(statement)  # no file, network, settings or table function, on any path
         handler = getattr(self, f"_{type(statement).__name__.lower()}", None)
         if handler is None:
             raise BadRequest(f"Unsupported statement: {type(statement).__name__} ({sql.strip()[:80]})")

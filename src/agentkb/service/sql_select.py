@@ -85,13 +85,13 @@ class SelectRunner:
                 result = await self.sql._pushdown(select, names.pop())
                 return Frame(list(result.column_names), [list(r) for r in result.data])
         planned = plan.Planner(select, kinds).plan()
+        sql = frames.to_duckdb(planned.outer.to_string(), [s.key for s in planned.sources])
         fetched: dict[str, Frame] = {}
         by_alias: dict[str, Frame] = {}
         for source in planned.sources:
             frame = await self._fetch(source, db, params, by_alias, ctes)
             fetched[source.key] = frame
             by_alias[source.alias.lower()] = frame
-        sql = frames.to_duckdb(planned.outer.to_string())
         return await asyncio.to_thread(frames.query, fetched, sql)
 
     # --- what each table is ---------------------------------------------------------------------------
@@ -164,7 +164,7 @@ class SelectRunner:
             targets=[ast.Star()], from_table=ast.Identifier(parts=["x"], alias=alias), where=source.where
         )
         select.limit = limit
-        sql = frames.to_duckdb(select.to_string())
+        sql = frames.to_duckdb(select.to_string(), ["x"])
         return await asyncio.to_thread(frames.query, {"x": frame}, sql)
 
     async def _datasource(self, source: plan.Source, db: str, by_alias: dict[str, Frame]) -> Frame:

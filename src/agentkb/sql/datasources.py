@@ -1,6 +1,7 @@
 """Connections to external data sources, from MindsDB-style `parameters`.
 
-Engines: `postgres`/`postgresql` (psycopg 3), `mysql`/`mariadb` (PyMySQL), `sqlite` (opened read-only).
+Engines: `postgres`/`postgresql` (psycopg 3), `mysql`/`mariadb` (PyMySQL), `sqlite` (opened read-only, and
+each connection sandboxed: no extensions, attached databases or file functions; `sandbox.guard_sqlite`).
 Every engine is a SQLAlchemy *sync* engine: queries run in worker threads, never on the event loop.
 What an engine may reach is `destinations.DataSourcePolicy`'s to say: the parameters are checked before an
 engine is built (unix sockets, agentkb's own data directory, files outside the data-source directory), and
@@ -26,6 +27,7 @@ from sqlalchemy.pool import NullPool
 from agentkb.destinations import DataSourcePolicy
 from agentkb.errors import BadRequest
 from agentkb.secrecy import mask_text, secret_values
+from agentkb.sql import sandbox
 
 SUPPORTED_ENGINES = ("postgres", "postgresql", "mysql", "mariadb", "sqlite")
 _DIALECTS = {
@@ -174,7 +176,7 @@ def create(
     spec = connection_spec(engine, params, policy)
     if not pooled:
         sa_engine = create_engine(spec.url, connect_args=spec.connect_args, poolclass=NullPool)
-        return _guard(sa_engine, spec, policy)
+        return _guard(_sandboxed(sa_engine), spec, policy)
     sa_engine = create_engine(
         spec.url,
         connect_args=spec.connect_args,
@@ -184,7 +186,18 @@ def create(
         pool_recycle=1800,
         pool_pre_ping=True,
     )
-    return _guard(sa_engine, spec, policy)
+    return _guard(_sandboxed(sa_engine), spec, policy)
+
+
+def _guard_sqlite(dbapi_connection: Any, _record: Any) -> None:
+    sandbox.guard_sqlite(dbapi_connection)
+
+
+def _sandboxed(engine: Engine) -> Engine:
+    """A SQLite engine whose every connection is sandboxed; other engines as they are."""
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _guard_sqlite)
+    return engine
 
 
 def error_message(exc: BaseException, params: Mapping[str, Any]) -> str:

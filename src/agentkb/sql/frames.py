@@ -2,6 +2,10 @@
 
 Each column is typed from its values (BOOLEAN, BIGINT, DOUBLE, DATE, TIMESTAMP, JSON for objects and lists,
 VARCHAR otherwise, and VARCHAR for a mix); JSON columns come back as objects. Blocking: run it in a thread.
+
+The statement is user SQL: it runs only after the sandbox's checks (one SELECT over the loaded tables, no
+denied function, no function in FROM), on a DuckDB that can reach no file, network or extension
+(`sandbox.duckdb_connect`).
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ import datetime as dt
 import decimal
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +24,7 @@ import sqlglot
 from sqlglot.errors import SqlglotError
 
 from agentkb.errors import BadRequest
+from agentkb.sql import sandbox
 
 INT64 = (-(2**63), 2**63 - 1)
 
@@ -117,12 +122,15 @@ def load(
     con.unregister(f"_raw_{name}")
 
 
-def to_duckdb(mindsdb_sql: str) -> str:
-    """MindsDB's (MySQL-flavoured) SQL text as DuckDB's."""
+def to_duckdb(mindsdb_sql: str, tables: Collection[str]) -> str:
+    """MindsDB's (MySQL-flavoured) SQL text as DuckDB's, checked by the sandbox as a statement over `tables`
+    (so a refused query is refused before its tables are fetched)."""
     try:
-        return str(sqlglot.transpile(mindsdb_sql, read="mysql", write="duckdb")[0])
+        sql = str(sqlglot.transpile(mindsdb_sql, read="mysql", write="duckdb")[0])
     except SqlglotError as exc:
         raise BadRequest(f"The query cannot be planned: {str(exc).splitlines()[0]}") from None
+    sandbox.check_duckdb(sql, tables)
+    return sql
 
 
 def _value(value: Any, json_column: bool) -> Any:
@@ -142,7 +150,8 @@ def query(
     tables: Mapping[str, Frame], sql: str, wheres: Mapping[str, tuple[str, str]] | None = None
 ) -> Frame:
     """Run the DuckDB `sql` over `tables` (each filtered by its entry in `wheres`)."""
-    con = duckdb.connect()
+    sandbox.check_duckdb(sql, tables)
+    con = sandbox.duckdb_connect()
     try:
         for name, frame in tables.items():
             load(con, name, frame, (wheres or {}).get(name))
@@ -160,6 +169,13 @@ def query(
 
 def _message(exc: duckdb.Error) -> str:
     text = " ".join(str(exc).split())
-    for prefix in ("Binder Error: ", "Parser Error: ", "Conversion Error: ", "Catalog Error: "):
+    prefixes = (
+        "Binder Error: ",
+        "Parser Error: ",
+        "Conversion Error: ",
+        "Catalog Error: ",
+        "Permission Error: ",
+    )
+    for prefix in prefixes:
         text = text.replace(prefix, "")
     return text[:1000]

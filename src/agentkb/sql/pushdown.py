@@ -20,6 +20,7 @@ from sqlglot import exp
 from sqlglot.errors import ErrorLevel, SqlglotError
 
 from agentkb.errors import BadRequest
+from agentkb.sql import sandbox
 from agentkb.validation import is_identifier
 
 # sqlglot rather than mindsdb_sql_parser: one AST both validates and transpiles to postgres/mysql/sqlite.
@@ -43,23 +44,6 @@ _FORBIDDEN_NODES: tuple[type, ...] = tuple(getattr(exp, name) for name in (
     "Rollback", "Use", "Grant", "Revoke", "Describe", "Kill", "Cache", "Uncache", "Refresh", "LoadData", "Show",
     "Analyze", "Summarize",
 ) if hasattr(exp, name))  # fmt: skip
-
-# Functions that sleep, lock, signal, touch files, open connections or run SQL given as text.
-DENIED_FUNCTIONS = frozenset({
-    "sleep", "benchmark", "load_file", "get_lock", "release_lock", "release_all_locks", "is_free_lock",
-    "is_used_lock", "master_pos_wait", "source_pos_wait", "master_gtid_wait", "wait_for_executed_gtid_set",
-    "wait_until_sql_thread_after_gtids", "sys_exec", "sys_eval", "sys_get", "sys_set",
-    "set_config", "nextval", "setval", "txid_current", "pg_current_xact_id", "pg_notify", "pg_reload_conf",
-    "pg_promote", "pg_rotate_logfile", "pg_stat_file", "pg_logdir_ls", "ts_stat", "ts_rewrite",
-    "load_extension", "readfile", "writefile", "edit", "fts3_tokenizer",
-})  # fmt: skip
-DENIED_PREFIXES = (
-    "pg_sleep", "pg_read_", "pg_ls_", "pg_file_", "pg_advisory", "pg_try_advisory", "pg_terminate", "pg_cancel",
-    "pg_replication", "pg_create_", "pg_drop_", "pg_logical_", "pg_switch", "pg_start_", "pg_stop_",
-    "pg_backup", "pg_wal_", "pg_log_", "lo_", "dblink", "query_to_xml", "cursor_to_xml", "table_to_xml",
-    "schema_to_xml", "database_to_xml",
-)  # fmt: skip
-
 
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -91,18 +75,10 @@ def _parse(sql: str) -> list[exp.Expression]:
     raise BadRequest(f"The query cannot be parsed: {first_line}", title="Invalid SQL")
 
 
-def _function_names(node: exp.Func) -> set[str]:
-    names = {node.sql_name().lower(), type(node).__name__.lower()}
-    if isinstance(node, exp.Anonymous):
-        names.add(node.name.lower())
-    return names
-
-
 def _check_functions(tree: exp.Expression) -> None:
-    for node in tree.find_all(exp.Func):
-        for name in _function_names(node):
-            if name in DENIED_FUNCTIONS or name.startswith(DENIED_PREFIXES):
-                raise _refuse(f"The function {name}() is not allowed in a pushed-down query")
+    """The sandbox's fence: no denied function (files, programs, connections, settings, sleeping, locking),
+    and no function in FROM."""
+    sandbox.check_tree(tree)
 
 
 def _check_nodes(tree: exp.Expression) -> None:
@@ -133,7 +109,7 @@ def _datasource_of(tables: list[exp.Table], cte_names: set[str], allow: frozense
                 raise _refuse(
                     f"Table name {table.sql()} has too many parts; use <datasource>.[<schema>.]<table>"
                 )
-            continue  # a table function, e.g. generate_series(); its name passed the deny list
+            continue  # not reached: the sandbox refuses a function in FROM
         parts = [p.name for p in table.parts]
         if len(parts) == 1:
             if parts[0].lower() in cte_names:
