@@ -26,6 +26,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from agentkb.agents import files_db
+from agentkb.destinations import DataSourcePolicy
 from agentkb.errors import BadRequest
 from agentkb.ingest.files.tables import Tabular
 from agentkb.secrecy import KEY_FILE_NAME
@@ -453,7 +454,7 @@ def test_a_sqlite_data_source_only_reads(tmp_path: Path) -> None:
         conn.execute("CREATE TABLE animals (name TEXT)")
         conn.execute("INSERT INTO animals VALUES ('cheetah')")
     conn.close()
-    engine = datasources.create("sqlite", {"db_file": str(path)})
+    engine = datasources.create("sqlite", {"db_file": str(path)}, DataSourcePolicy(file_dir=tmp_path))
     try:
         with engine.connect() as c:
             assert c.exec_driver_sql("SELECT name FROM animals").all() == [("cheetah",)]
