@@ -18,6 +18,7 @@ from agentkb.errors import BadRequest, PayloadTooLarge
 
 OFFICE_EXTENSIONS = frozenset({"docx", "pptx", "xlsx"})
 READ_BYTES = 1 << 20
+UNBOUNDED = 1 << 62
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,8 +84,9 @@ def _inflated_size(
     if info.is_dir():
         return 0
     probe = copy.copy(info)
-    # zipfile stops inflating at the declared size; declared past the limit, it inflates what is there
-    probe.file_size = max(limits.member_bytes, total_left) + 1
+    # zipfile stops inflating at the declared size (and checks the CRC there): declared as unbounded, the
+    # part inflates as far as its data goes, and the count below stops it at the limit
+    probe.file_size = UNBOUNDED
     size = 0
     with archive.open(probe) as part:
         while chunk := part.read(READ_BYTES):
