@@ -55,7 +55,7 @@ def _total_too_large(name: str, limits: ParseLimits, verb: str) -> PayloadTooLar
     )
 
 
-def check_office_zip(path: Path, name: str, limits: ParseLimits) -> None:
+def check_office_zip(path: Path, name: str, limits: ParseLimits, ext: str = "docx") -> None:
     """413 when a part of the office file at `path` inflates (or declares it does) past `limits`; 400 for a
     file that is not a readable zip."""
     try:
@@ -70,15 +70,15 @@ def check_office_zip(path: Path, name: str, limits: ParseLimits) -> None:
                     raise _total_too_large(name, limits, "declare they inflate")
             total = 0
             for info in infos:
-                total += _inflated_size(archive, info, name, limits, limits.total_bytes - total)
+                total += _inflated_size(archive, info, name, ext, limits, limits.total_bytes - total)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError, OSError) as exc:
         raise BadRequest(
-            f"File {name} is not a valid office file (not a readable zip): {exc}", title="Invalid file"
+            f"File {name} is not a valid .{ext} file: not a readable zip ({exc})", title="Invalid file"
         ) from exc
 
 
 def _inflated_size(
-    archive: zipfile.ZipFile, info: zipfile.ZipInfo, name: str, limits: ParseLimits, total_left: int
+    archive: zipfile.ZipFile, info: zipfile.ZipInfo, name: str, ext: str, limits: ParseLimits, total_left: int
 ) -> int:
     """The part's real inflated size, counted up to the limits (whatever its header declares)."""
     if info.is_dir():
@@ -97,7 +97,7 @@ def _inflated_size(
                 raise _total_too_large(name, limits, "inflate")
     if size != info.file_size:  # the parser's own read would stop short (or wait for bytes never there)
         raise BadRequest(
-            f"File {name} is not a valid office file: {info.filename} inflates to {size} bytes, its header "
+            f"File {name} is not a valid .{ext} file: {info.filename} inflates to {size} bytes, its header "
             f"declares {info.file_size}",
             title="Invalid file",
         )

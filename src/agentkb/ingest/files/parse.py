@@ -61,7 +61,7 @@ def parse_file(path: Path, name: str, extension: str, limits: ParseLimits | None
         if path.stat().st_size == 0:
             raise _Invalid("the file is empty")
         if ext in OFFICE_EXTENSIONS:
-            check_office_zip(path, name, limits)
+            check_office_zip(path, name, limits, ext)
         if ext == "xlsx":
             return xlsx_table(path, name, limits.sheet_cells)
         return parser(path)
