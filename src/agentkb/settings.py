@@ -82,6 +82,35 @@ class Settings(BaseSettings):
         default=100 * 1024 * 1024,
         description="Largest file accepted by `PUT /api/files/{name}`; larger gets 413.",
     )
+    max_inflated_member_bytes: int = Field(
+        default=256 * 1024 * 1024,
+        ge=1,
+        description="Largest inflated size of one part of an uploaded office file (a DOCX/PPTX/XLSX zip member "
+        "such as `word/document.xml`), as declared and as really inflated; larger gets 413 (a zip bomb).",
+    )
+    max_inflated_bytes: int = Field(
+        default=1024 * 1024 * 1024,
+        ge=1,
+        description="Largest inflated size of all the parts of an uploaded office file together; larger gets 413.",
+    )
+    max_sheet_cells: int = Field(
+        default=10_000_000,
+        ge=1,
+        description="Most cells (rows x columns, as the sheet declares them and as read) of an uploaded XLSX "
+        "file's first sheet; more gets 413.",
+    )
+    parse_timeout_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="Longest an uploaded file's parse may run (in a child process, which is killed past it); "
+        "longer gets 413.",
+    )
+    max_import_inflated_bytes: int = Field(
+        default=64 * 1024**3,
+        ge=1,
+        description="Largest inflated size of a knowledge-base export file given to `POST "
+        ".../knowledge_bases/import`; a file inflating past it gets 413 and nothing is stored.",
+    )
     db_pool_size: int = Field(default=20, description="Connections kept in the PostgreSQL pool.")
     query_embedding_cache_size: int = Field(
         default=1024,

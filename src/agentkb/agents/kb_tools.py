@@ -2,7 +2,8 @@
 texts (`mindsdb_kb_tools.py`, `SQLAgent.check_knowledge_base_permission`).
 
 An agent's `data.knowledge_bases` entries are `<project>.<kb>`, `<project>.*` or name patterns
-(`<project>.kb_show*`, fnmatch, case-insensitive); `resolve` expands them to the knowledge bases that exist.
+(`<project>.kb_show*`: globs as fnmatch reads them, case-insensitive, matched by RE2); `resolve` expands them
+to the knowledge bases that exist.
 A knowledge base outside them is "not found", with the entries as the agent was given them. Names may come
 back-quoted as one identifier (`` `mindsdb.kb1` ``): if that name is not allowed, its dotted parts are tried,
 as MindsDB does for LLMs that quote badly.
@@ -10,7 +11,6 @@ as MindsDB does for LLMs that quote badly.
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import re
 from dataclasses import replace
@@ -22,6 +22,7 @@ from agentkb.agents.observations import Citation, ToolResult, format_result, is_
 from agentkb.agents.ports import KBCatalog, KBSearch
 from agentkb.errors import AgentKBError, BadRequest, NotFound
 from agentkb.kb.search import COLUMNS, Hit
+from agentkb.patterns import glob_match
 from agentkb.sql import catalog
 from agentkb.sql.kbquery import parse_kb_select, parse_kb_select_ast, parse_kb_statement
 
@@ -123,7 +124,7 @@ class KBTools:
                     rows = [
                         row
                         for row in await self.kb_catalog.list(project or self.project)
-                        if fnmatch.fnmatchcase(row.name.casefold(), kb.casefold())
+                        if glob_match(row.name, kb)
                     ]
                 else:
                     rows = [await self.kb_catalog.get(project or self.project, kb)]

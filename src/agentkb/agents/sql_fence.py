@@ -14,7 +14,6 @@ through `pushdown.stream_rows` (READ ONLY transaction, statement timeout), in a 
 from __future__ import annotations
 
 import asyncio
-import fnmatch
 import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -32,6 +31,7 @@ from agentkb.agents.files_db import DIALECT as FILES_DIALECT
 from agentkb.agents.files_db import FILES
 from agentkb.agents.ports import DataSourceEngines
 from agentkb.errors import BadRequest, NotFound
+from agentkb.patterns import glob_match
 from agentkb.sql import pushdown
 
 log = logging.getLogger(__name__)
@@ -307,7 +307,7 @@ def _canonical(table: str, names: Sequence[str] | None) -> str:
 async def resolve_tables(
     entries: Sequence[str], data_sources: DataSourceEngines, files: Sequence[str] | None = None
 ) -> AllowList:
-    """Expand patterns (`<ds>.*`, `<ds>.<schema>.*`, `files.show*`: fnmatch, case-insensitive) by
+    """Expand patterns (`<ds>.*`, `<ds>.<schema>.*`, `files.show*`: globs as fnmatch reads them, case-insensitive, on RE2) by
     inspection, and spell named tables as the database does. `files` lists the uploaded table files (the
     `files` data source; None: it is not offered).
 
@@ -340,7 +340,7 @@ async def resolve_tables(
         for schema, table in refs:
             names = listed.get(schema)
             if _GLOB.search(table):
-                matched = [n for n in names or () if fnmatch.fnmatchcase(n.casefold(), table.casefold())]
+                matched = [n for n in names or () if glob_match(n, table)]
                 tables.extend(AllowedTable(datasource, schema, name) for name in matched)
             else:
                 tables.append(AllowedTable(datasource, schema, _canonical(table, names)))

@@ -11,6 +11,8 @@ The header holds the KB's definition (embedding and reranking models, columns, p
 **without its secrets**: every credential field (`secrecy.is_secret_key`), sealed value or URL with a
 password is left out and its path listed in `secrets_omitted`; an import must give each again. The end
 record makes a cut-short file detectable. Vectors are stored exactly (float32), so an import embeds nothing.
+A reader counts what the file inflates to: one record past `MAX_LINE`, or the whole past the reader's
+`max_inflated` (a gzip bomb), is refused (400 / 413) as soon as it is read.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import numpy as np
 import orjson
 import pybase64
 
-from agentkb.errors import BadRequest
+from agentkb.errors import BadRequest, PayloadTooLarge
 from agentkb.secrecy import has_url_password, is_sealed, is_secret_key
 
 FORMAT = "agentkb-kb-export"
@@ -34,6 +36,7 @@ VERSION = 1
 MEDIA_TYPE = "application/gzip"
 SUFFIX = ".agentkb.jsonl.gz"
 MAX_LINE = 64 * 1024 * 1024  # one record; a chunk is far smaller
+MAX_INFLATED = 64 * 1024**3  # the whole file, inflated (the setting AGENTKB_MAX_IMPORT_INFLATED_BYTES)
 MAX_DIM = 4000
 DEFINITION_KEYS = (
     "name",
@@ -243,8 +246,10 @@ class ExportReader:
     """Reads an export file (a binary file object, gzip-compressed) record by record. Every defect —
     not gzip, not this format, a newer version, a bad record, a file cut short — raises `BadRequest`."""
 
-    def __init__(self, source: IO[bytes]) -> None:
+    def __init__(self, source: IO[bytes], *, max_inflated: int | None = None) -> None:
         self._gz = gzip.GzipFile(fileobj=source, mode="rb")
+        self.max_inflated = MAX_INFLATED if max_inflated is None else max_inflated
+        self.inflated = 0
         self.line = 0
         self.header: Header | None = None
         self.chunks = 0
@@ -262,6 +267,13 @@ class ExportReader:
         if not raw:
             return None
         self.line += 1
+        self.inflated += len(raw)
+        if self.inflated > self.max_inflated:
+            raise PayloadTooLarge(
+                f"The export file inflates past {self.max_inflated} bytes by line {self.line} (the limit for an "
+                "import, AGENTKB_MAX_IMPORT_INFLATED_BYTES)",
+                title="Export file too large when inflated",
+            )
         if not raw.endswith(b"\n") and len(raw) >= MAX_LINE:
             raise bad_file(f"line {self.line}: a record longer than {MAX_LINE} bytes")
         try:

@@ -9,6 +9,7 @@ import httpx2
 
 from agentkb.destinations import DataSourcePolicy, own_servers
 from agentkb.ingest.crawl.source import UrlSource
+from agentkb.ingest.files.bounds import ParseLimits
 from agentkb.ingest.files.source import FileSource
 from agentkb.kb.embedders.registry import EmbedderRegistry
 from agentkb.kb.vectors import single_threaded_blas
@@ -117,7 +118,17 @@ def build_services(
     search = SearchService(
         db, embedders, box=box, read_db=read_db, vector_cache_bytes=settings.vector_cache_mb * 1024**2
     )
-    files = FileService(db, settings.data_dir / "files", max_bytes=settings.max_upload_bytes)
+    files = FileService(
+        db,
+        settings.data_dir / "files",
+        max_bytes=settings.max_upload_bytes,
+        limits=ParseLimits(
+            member_bytes=settings.max_inflated_member_bytes,
+            total_bytes=settings.max_inflated_bytes,
+            sheet_cells=settings.max_sheet_cells,
+            timeout_s=settings.parse_timeout_s,
+        ),
+    )
     query_sources = QuerySources(data_sources, files)  # an insert's SELECT: uploaded files or a data source
     ingest = IngestService(db, embedders, query_sources, heartbeat_s=settings.job_heartbeat_s, box=box)
     ingest.partition_source = query_sources
@@ -172,5 +183,5 @@ def build_services(
         metrics=MetricsService(db),
         chat=ChatService(projects, agent_service, completions),
         mcp=MCPService(projects, kb_service, search, data_sources, files),
-        transfer=TransferService(db, box=box),
+        transfer=TransferService(db, box=box, max_inflated_bytes=settings.max_import_inflated_bytes),
     )

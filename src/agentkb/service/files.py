@@ -3,7 +3,8 @@
 Content is stored once per sha256 in PostgreSQL (`storage.files`: `file_blobs`, in parts of 1 MiB), so every
 process on every host sharing the database reads it: two names with the same bytes share one blob, removed with
 its last name. Uploads are streamed to `<root>/tmp`, this host's scratch directory (counted, hashed, 413 past
-`max_bytes`), parsed there to validate them and count rows or pages, then copied into the database in the
+`max_bytes`), parsed there (in a child process with a time budget, within `ParseLimits`: `ingest.files.isolated`)
+to validate them and count rows or pages, then copied into the database in the
 transaction that inserts the file's row. A read copies the blob back to a temp file to parse it (recent small
 files stay parsed in memory, keyed by content, so never stale).
 
@@ -30,8 +31,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from agentkb.errors import BadRequest, NotFound, PayloadTooLarge
 from agentkb.ingest.files.archive import archive_kind as archive_kind  # for the HTTP layer
 from agentkb.ingest.files.archive import unpack_single
+from agentkb.ingest.files.bounds import ParseLimits
 from agentkb.ingest.files.detect import detect_extension
-from agentkb.ingest.files.parse import SUPPORTED, ParsedFile, parse_file
+from agentkb.ingest.files.isolated import parse_isolated
+from agentkb.ingest.files.parse import SUPPORTED, ParsedFile
 from agentkb.ingest.files.tables import Tabular
 from agentkb.storage import files as repo
 from agentkb.storage.db import Database
@@ -112,10 +115,18 @@ class BlobWriter:
 
 
 class FileService:
-    def __init__(self, db: Database, root: Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+    def __init__(
+        self,
+        db: Database,
+        root: Path,
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        limits: ParseLimits | None = None,
+    ) -> None:
         self.db = db
         self.root = root
         self.max_bytes = max_bytes
+        self.limits = limits or ParseLimits()
         self.tmp_dir = root / "tmp"
         self.tmp_dir.mkdir(parents=True, exist_ok=True)
         self._cache: OrderedDict[tuple[str, str], ParsedFile] = OrderedDict()
@@ -162,7 +173,8 @@ class FileService:
         original_name: str | None = None,
         content_type: str | None = None,
     ) -> FileRow:
-        """Store an upload under `name`: 400 for a bad or taken name or an unreadable file, 413 if too large.
+        """Store an upload under `name`: 400 for a bad or taken name or an unreadable file, 413 if too large
+        (as uploaded, as inflated, or too costly to parse).
 
         The format comes from `original_name`'s extension, else from the content (the SDK sends bare names).
         """
@@ -178,7 +190,7 @@ class FileService:
             detected = None if suffix in SUPPORTED else await asyncio.to_thread(detect_extension, staged.path)
             ext = detected or suffix
             shown = key if original == key else f"{key} ({original})"
-            parsed = await asyncio.to_thread(parse_file, staged.path, shown, ext)
+            parsed = await asyncio.to_thread(parse_isolated, staged.path, shown, ext, self.limits)
             if isinstance(parsed, Tabular):
                 check_storable(parsed.columns, f"columns of file {shown}")
             new = NewFile(
@@ -245,7 +257,7 @@ class FileService:
             return cached
         path = await self._fetch(row)
         try:
-            parsed = await asyncio.to_thread(parse_file, path, row.name, row.extension)
+            parsed = await asyncio.to_thread(parse_isolated, path, row.name, row.extension, self.limits)
         finally:
             path.unlink(missing_ok=True)
         self._remember(row, parsed)

@@ -60,9 +60,14 @@ def _definition(kb: KnowledgeBaseRow) -> dict[str, Any]:
 
 
 class TransferService:
-    def __init__(self, db: Database, *, box: SecretBox | None = None) -> None:
+    def __init__(
+        self, db: Database, *, box: SecretBox | None = None, max_inflated_bytes: int | None = None
+    ) -> None:
         self.db = db
         self.box = box or SecretBox.from_environment()
+        self.max_inflated_bytes = (
+            max_inflated_bytes  # an import file's, inflated (None: the format's default)
+        )
 
     async def _find(self, project_name: str, kb_name: str) -> KnowledgeBaseRow:
         async with self.db.connect() as conn:
@@ -118,8 +123,8 @@ class TransferService:
         """Create a knowledge base from an export file (`name`: another name than the file's). `secrets`
         (path → value, e.g. `embedding_model.api_key`) gives back what the export left out; each is
         sealed before it is stored. 400: a bad file or a missing secret; 404: no such project; 409: the
-        name is taken."""
-        reader = ExportReader(source)
+        name is taken; 413: the file inflates past `max_inflated_bytes`."""
+        reader = ExportReader(source, max_inflated=self.max_inflated_bytes)
         header = await asyncio.to_thread(reader.read_header)
         kb_name = check_name(name if name is not None else header.definition["name"], "name")
         definition = put_secrets(header.definition, header.secrets_omitted, secrets or {})

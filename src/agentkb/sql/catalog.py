@@ -4,7 +4,6 @@ Every row is masked (`secrecy.mask_secrets`): no secret of a data source, knowle
 
 from __future__ import annotations
 
-import fnmatch
 import json
 from collections.abc import Callable
 from operator import itemgetter
@@ -12,6 +11,7 @@ from typing import Any
 
 from mindsdb_sql_parser import ast
 
+from agentkb import patterns
 from agentkb.errors import BadRequest
 from agentkb.secrecy import mask_secrets
 
@@ -36,9 +36,9 @@ AGENT_COLUMNS = ["NAME", "PROJECT", "MODEL", "PARAMS", "MODEL_NAME", "PROVIDER",
 
 
 def like(value: Any, pattern: str) -> bool:
-    """SQL LIKE, case-insensitive (as MySQL's default collation)."""
-    translated = pattern.replace("*", "[*]").replace("?", "[?]").replace("%", "*").replace("_", "?")
-    return fnmatch.fnmatchcase(str(value).lower(), translated.lower())
+    """SQL LIKE, case-insensitive (as MySQL's default collation), in linear time (RE2: the pattern is the
+    user's)."""
+    return patterns.like(value, pattern)
 
 
 def _value(node: ast.ASTNode, row: dict[str, Any]) -> Any:

@@ -28,7 +28,6 @@ import asyncio
 import hashlib
 import multiprocessing
 import os
-import re
 import sys
 from collections import deque
 from collections.abc import AsyncGenerator
@@ -38,6 +37,7 @@ from datetime import UTC, datetime
 
 import httpcore
 
+from agentkb.errors import BadRequest
 from agentkb.ingest.crawl.extract import Extracted, extract_html, extract_pdf, extract_plain
 from agentkb.ingest.crawl.fetch import HTML_TYPES, PDF_TYPES, Fetched, Fetcher, Known
 from agentkb.ingest.crawl.pinning import pinned_client
@@ -52,6 +52,7 @@ from agentkb.ingest.crawl.urls import (
     in_domains,
     normalise_domain,
 )
+from agentkb.patterns import compile_regex, matches
 
 __all__ = [
     "CrawlError",
@@ -204,10 +205,10 @@ class _Crawl:
             self.domains.update(_site_domain(host_of(url)) for url in self.starts)
         else:
             self.domains.update(normalise_domain(d) for d in options.allowed_domains)
-        try:
-            self.patterns = [re.compile(p) for p in options.url_patterns or []]
-        except (re.error, TypeError) as exc:
-            raise CrawlError(f"Invalid URL pattern: {exc}", reason="options") from exc
+        try:  # RE2: linear time in the URL, whatever the pattern (a user's regex runs on the event loop)
+            self.patterns = [compile_regex(p, "URL pattern") for p in options.url_patterns or []]
+        except BadRequest as exc:
+            raise CrawlError(exc.detail, reason="options") from exc
         self.fetcher = fetcher
         self.seen: set[str] = set(self.starts)
         self.yielded: dict[str, str] = {}  # page URL → content hash
@@ -225,7 +226,7 @@ class _Crawl:
         """Why a linked URL is not fetched, or None."""
         if not in_domains(host_of(url), self.domains):
             return Skipped(url, "off-domain", f"not in {sorted(self.domains)}")
-        if self.patterns and not any(p.match(url) for p in self.patterns):
+        if self.patterns and not any(matches(p, url) for p in self.patterns):  # a URL too long matches none
             return Skipped(url, "pattern", "matches none of url_patterns")
         path = url.split("?", 1)[0].rsplit("/", 1)[-1].lower()
         if "." in path and path[path.rindex(".") :] in SKIPPED_EXTENSIONS:

@@ -19,6 +19,7 @@ from agentkb.errors import BadRequest
 from agentkb.ingest.crawl.crawler import CrawlOptions, Page, Resolver, Validators, check_target, crawl
 from agentkb.ingest.request import InsertInput, Progress
 from agentkb.kb.documents import ColumnSpec, Document
+from agentkb.patterns import compile_regex
 from agentkb.storage import crawl_state
 from agentkb.storage.knowledge_bases import KnowledgeBaseRow
 
@@ -49,6 +50,8 @@ def _options(given: InsertInput, allow_private: bool) -> CrawlOptions:
     elif isinstance(filters, list):  # the MindsDB SDK's form: regexes the URLs must match
         if not all(isinstance(p, str) for p in filters):
             raise BadRequest("'filters' must be a list of regular expressions", title="Invalid urls")
+        for i, pattern in enumerate(filters):  # refused here, before a job is queued
+            compile_regex(pattern, f"filters[{i}]")
         patterns = filters or None
     elif filters is not None:
         raise BadRequest(

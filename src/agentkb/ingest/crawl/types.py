@@ -18,7 +18,8 @@ class CrawlOptions:
     limit: most pages yielded as `Page` (skips do not count); None = 1000. Never above 10 000.
     allowed_domains: hosts whose pages are followed, subdomains included; None = the start URLs'
         hosts (a leading `www.` dropped) plus, when a start URL redirects, the host it lands on.
-    url_patterns: regexes (`re.match` on the canonical URL); a page other than a start URL is
+    url_patterns: regexes, RE2 syntax (matched from the start of the canonical URL, as `re.match`, in
+        linear time; a URL over 8192 characters matches none); a page other than a start URL is
         fetched only when one matches. None or [] = no filter.
     allow_private: allow loopback/private/link-local targets (never cloud metadata addresses).
     concurrency: requests in flight in all; per_host: requests in flight per host.

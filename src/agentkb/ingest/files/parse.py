@@ -7,7 +7,9 @@ Documents, one `Section` each: a PDF page (`{"page": n}`), a PPTX slide (`{"slid
 Title/Heading 1-3, an HTML part under h1-h4, a Markdown part under `#`-`###` (`{"section": heading}`), or the
 whole of a TXT file. `file_documents` turns them into knowledge-base documents.
 
-Every failure is a 400 naming the file; the libraries' own errors are passed on in the detail.
+Every failure is a 400 naming the file; the libraries' own errors are passed on in the detail. An office file
+whose parts inflate past `ParseLimits` (a zip bomb) or a sheet with more cells than they allow is a 413
+(`bounds`), refused before the library reads the part.
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentkb.errors import BadRequest
+import re2
+
+from agentkb.errors import AgentKBError, BadRequest
+from agentkb.ingest.files.bounds import OFFICE_EXTENSIONS, ParseLimits, check_office_zip
 from agentkb.ingest.files.tables import Invalid as _Invalid
 from agentkb.ingest.files.tables import Tabular, csv_table, json_lines_table, json_table, xlsx_table
 from agentkb.kb.documents import Document
@@ -40,8 +45,10 @@ class TextDocument:
 ParsedFile = Tabular | TextDocument
 
 
-def parse_file(path: Path, name: str, extension: str) -> ParsedFile:
-    """Parse by `extension` (with or without the dot). 400 naming `name` if unsupported or unreadable."""
+def parse_file(path: Path, name: str, extension: str, limits: ParseLimits | None = None) -> ParsedFile:
+    """Parse by `extension` (with or without the dot). 400 naming `name` if unsupported or unreadable, 413
+    past `limits`."""
+    limits = limits or ParseLimits()
     ext = extension.lower().lstrip(".")
     parser = _PARSERS.get(ext)
     if parser is None:
@@ -53,8 +60,12 @@ def parse_file(path: Path, name: str, extension: str) -> ParsedFile:
     try:
         if path.stat().st_size == 0:
             raise _Invalid("the file is empty")
+        if ext in OFFICE_EXTENSIONS:
+            check_office_zip(path, name, limits, ext)
+        if ext == "xlsx":
+            return xlsx_table(path, name, limits.sheet_cells)
         return parser(path)
-    except MemoryError:
+    except (MemoryError, AgentKBError):
         raise
     except (_Invalid, UnicodeError) as exc:
         raise BadRequest(f"File {name} is not a valid .{ext} file: {exc}", title="Invalid file") from exc
@@ -142,7 +153,8 @@ def _split_headings(items: list[tuple[str, str | None]], ext: str) -> TextDocume
     return TextDocument(sections, ext, len(sections))
 
 
-_MD_HEADING = re.compile(r"^ {0,3}#{1,3}[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
+# RE2: with Python's `re`, a heading line holding a long run of blanks took time quadratic in its length
+_MD_HEADING = re2.compile(r"^ {0,3}#{1,3}[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
 _MD_FENCE = re.compile(r"^ {0,3}(```|~~~)")
 
 
@@ -301,7 +313,8 @@ def _shape_texts(shape: Any) -> Iterator[str]:
 
 _PARSERS: dict[str, Callable[[Path], ParsedFile]] = {
     "csv": lambda path: csv_table(_read_text(path)), "tsv": lambda path: csv_table(_read_text(path), "\t"),
-    "xlsx": xlsx_table, "json": lambda path: json_table(_read_text(path)),
+    "xlsx": lambda path: xlsx_table(path, path.name, ParseLimits().sheet_cells),  # parse_file passes its limits
+    "json": lambda path: json_table(_read_text(path)),
     "jsonl": lambda path: json_lines_table(_read_text(path)), "ndjson": lambda path: json_lines_table(_read_text(path)),
     "pdf": _pdf, "docx": _docx, "pptx": _pptx, "html": _html, "htm": _html, "md": _markdown, "markdown": _markdown,
     "txt": _txt,

@@ -7,11 +7,13 @@ import csv
 import io
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import date, datetime, time
 from pathlib import Path
 from typing import Any
+
+from agentkb.errors import PayloadTooLarge
 
 
 class Invalid(ValueError):
@@ -118,13 +120,37 @@ def json_table(text: str) -> Tabular:
     return _records(data, "the array")
 
 
-def xlsx_table(path: Path) -> Tabular:
+def _too_many_cells(name: str, max_cells: int, what: str) -> PayloadTooLarge:
+    return PayloadTooLarge(
+        f"File {name}: the first sheet {what} more than {max_cells} cells (the limit for a sheet, "
+        "AGENTKB_MAX_SHEET_CELLS)",
+        title="Sheet too large",
+    )
+
+
+def _counted(records: Iterator[tuple[Any, ...]], name: str, max_cells: int) -> Iterator[tuple[Any, ...]]:
+    """The rows, refused once they hold more than `max_cells` cells (an empty row counts as one)."""
+    cells = 0
+    for record in records:
+        cells += max(1, len(record))
+        if cells > max_cells:
+            raise _too_many_cells(name, max_cells, "holds")
+        yield record
+
+
+def xlsx_table(path: Path, name: str, max_cells: int) -> Tabular:
+    """The first sheet, read row by row (openpyxl's read-only mode). 413 when its declared dimension or
+    the rows it really holds pass `max_cells`: read-only mode pads every row to the declared width."""
     import openpyxl
 
     with path.open("rb") as f:  # a file object: openpyxl refuses paths without an .xlsx suffix
         book = openpyxl.load_workbook(f, read_only=True, data_only=True)
         try:
-            records = book.worksheets[0].iter_rows(values_only=True)
+            sheet = book.worksheets[0]
+            height, width = sheet.max_row, sheet.max_column  # the declared dimension, None when absent
+            if height is not None and width is not None and height * width > max_cells:
+                raise _too_many_cells(name, max_cells, f"declares {height} rows x {width} columns:")
+            records = _counted(sheet.iter_rows(values_only=True), name, max_cells)
             header = next((r for r in records if any(v not in (None, "") for v in r)), None)
             if header is None:
                 raise Invalid("the first sheet is empty")
