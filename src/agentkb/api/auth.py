@@ -22,6 +22,7 @@ from agentkb.api import docs as api_docs
 from agentkb.api.deps import ServicesDep
 from agentkb.api.openai_compat import OPENAI_PREFIX, openai_error
 from agentkb.api.responses import JSON, Problem, problems
+from agentkb.service import access
 from agentkb.service.types import Principal
 
 router = APIRouter(prefix="/api", tags=["auth"])
@@ -171,7 +172,8 @@ class Authenticate:
             await answer(scope, receive, send)
             return
         scope.setdefault("state", {})["principal"] = found
-        await self.app(scope, receive, send)
+        with access.entered(found):  # the services check the principal's scope (read-only, projects)
+            await self.app(scope, receive, send)
 
 
 class _Headers:
