@@ -1,13 +1,12 @@
 """API keys get a scope: `read_only` (no writes) and `projects` (the projects the key may use; NULL: every
-project and the global objects). Existing keys keep full access: not read-only, no project list.
+project and the global objects). Existing keys keep full access: not read-only, no project list. Written to
+be run again over a database that has the columns already (`IF NOT EXISTS`).
 
 Revision ID: 0017_api_key_scopes
 Revises: 0016_no_metadata_index
 """
 
-import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects import postgresql
 
 revision = "0017_api_key_scopes"
 down_revision = "0016_no_metadata_index"
@@ -16,10 +15,10 @@ depends_on = None
 
 
 def upgrade() -> None:
-    op.add_column("api_keys", sa.Column("read_only", sa.Boolean(), nullable=False, server_default=sa.false()))
-    op.add_column("api_keys", sa.Column("projects", postgresql.ARRAY(sa.Text()), nullable=True))
+    op.execute("ALTER TABLE api_keys ADD COLUMN IF NOT EXISTS read_only boolean NOT NULL DEFAULT false")
+    op.execute("ALTER TABLE api_keys ADD COLUMN IF NOT EXISTS projects text[]")
 
 
 def downgrade() -> None:
-    op.drop_column("api_keys", "projects")
-    op.drop_column("api_keys", "read_only")
+    op.execute("ALTER TABLE api_keys DROP COLUMN IF EXISTS projects")
+    op.execute("ALTER TABLE api_keys DROP COLUMN IF EXISTS read_only")
