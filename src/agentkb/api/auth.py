@@ -113,11 +113,16 @@ UNAUTHORIZED_RESPONSE = {
     "description": "No valid credential (when authentication is on): problem+json, `WWW-Authenticate: Bearer`.",
     "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}},
 }
+FORBIDDEN_RESPONSE = {
+    "description": "The API key's scope does not allow the request (a read-only key writing, a project key "
+    "naming another project or a global object): problem+json.",
+    "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}},
+}
 
 
 def document_security(app: FastAPI) -> None:
     """Declare the credentials in `/openapi.json` (Swagger UI's Authorize button uses them): every operation
-    outside the public paths takes a Bearer token or an X-Api-Key and may answer 401."""
+    outside the public paths takes a Bearer token or an X-Api-Key and may answer 401 (and 403: a scoped key)."""
     build = app.openapi
     public = public_paths(app)
 
@@ -141,6 +146,7 @@ def document_security(app: FastAPI) -> None:
             for operation in operations.values():
                 operation["security"] = [{"bearer": []}, {"apiKey": []}]
                 operation.setdefault("responses", {}).setdefault("401", UNAUTHORIZED_RESPONSE)
+                operation["responses"].setdefault("403", FORBIDDEN_RESPONSE)
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]
