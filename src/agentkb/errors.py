@@ -3,6 +3,7 @@
 AgentKBError (500)
  ├── BadRequest (400)          malformed body, field, SQL or file
  ├── Unauthorized (401)        no credential, or one that is invalid, expired or revoked
+ ├── Forbidden (403)           a valid credential whose scope does not cover the request (API key scopes)
  ├── NotFound (404)            unknown project, agent, knowledge base, data source, ...
  ├── Conflict (409)            a name that already exists; deleting a non-empty project
  ├── PayloadTooLarge (413)     request body over `max_body_bytes`
@@ -32,6 +33,11 @@ class BadRequest(AgentKBError):
 class Unauthorized(AgentKBError):
     status = 401
     title = "Unauthorized"
+
+
+class Forbidden(AgentKBError):
+    status = 403
+    title = "Forbidden"
 
 
 class NotFound(AgentKBError):

@@ -25,6 +25,7 @@ from agentkb.api.deps import ServicesDep
 from agentkb.api.openai_compat import OPENAI_PREFIX, openai_error
 from agentkb.api.responses import JSON, Problem, problems
 from agentkb.errors import TooManyRequests
+from agentkb.service import access
 from agentkb.service.types import Principal
 
 router = APIRouter(prefix="/api", tags=["auth"])
@@ -132,12 +133,17 @@ THROTTLED_RESPONSE = {
     "invalid credentials: problem+json, `Retry-After` (seconds).",
     "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}},
 }
+FORBIDDEN_RESPONSE = {
+    "description": "The API key's scope does not allow the request (a read-only key writing, a project key "
+    "naming another project or a global object): problem+json.",
+    "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}},
+}
 
 
 def document_security(app: FastAPI) -> None:
     """Declare the credentials in `/openapi.json` (Swagger UI's Authorize button uses them): every operation
-    outside the public paths takes a Bearer token or an X-Api-Key and may answer 401 (and 429, the login
-    throttle's)."""
+    outside the public paths takes a Bearer token or an X-Api-Key and may answer 401, 403 (a scoped key) and 429
+    (the login throttle's)."""
     build = app.openapi
     public = public_paths(app)
 
@@ -162,6 +168,7 @@ def document_security(app: FastAPI) -> None:
                 operation["security"] = [{"bearer": []}, {"apiKey": []}]
                 operation.setdefault("responses", {}).setdefault("401", UNAUTHORIZED_RESPONSE)
                 operation["responses"].setdefault("429", THROTTLED_RESPONSE)
+                operation["responses"].setdefault("403", FORBIDDEN_RESPONSE)
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]
@@ -207,7 +214,8 @@ class Authenticate:
             await answer(scope, receive, send)
             return
         scope.setdefault("state", {})["principal"] = found
-        await self.app(scope, receive, send)
+        with access.entered(found):  # the services check the principal's scope (read-only, projects)
+            await self.app(scope, receive, send)
 
 
 class _Headers:

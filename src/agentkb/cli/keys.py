@@ -60,13 +60,42 @@ def _when(moment: datetime | None) -> str:
     return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S %Z") if moment else "never"
 
 
+def _projects(given: list[str] | None) -> list[str] | None:
+    """`--project a --project b,c` → ["a", "b", "c"]; None when no `--project` was given."""
+    if not given:
+        return None
+    return [name.strip() for value in given for name in value.split(",") if name.strip()]
+
+
+def _scope(read_only: bool, projects: tuple[str, ...] | None) -> str:
+    where = f"projects {','.join(projects)}" if projects is not None else "all projects"
+    return f"{'read-only' if read_only else 'read-write'}, {where}"
+
+
 @keys.command()
 def create(
     name: Annotated[str, typer.Argument(help="A name for the key (who or what uses it).")],
+    read_only: Annotated[
+        bool, typer.Option("--read-only", help="The key may read, search and ask agents, but not write.")
+    ] = False,
+    project: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--project",
+            help="Limit the key to this project (repeat the option or give a comma-separated list). A "
+            "project key cannot reach data sources, uploaded files or other projects.",
+        ),
+    ] = None,
     data_dir: DataDirOption = None,
 ) -> None:
     """Create an API key and print it. It is shown only this once (the last line of the output)."""
-    key = with_services(data_dir, lambda services: services.auth.create_key(name))
+    projects = _projects(project)
+    if project and not projects:
+        typer.echo("error: --project needs a project name", err=True)
+        raise typer.Exit(1)
+    key = with_services(
+        data_dir, lambda services: services.auth.create_key(name, read_only=read_only, projects=projects)
+    )
     typer.echo(f"API key {name} created. Store it now: it cannot be shown again.", err=True)
     typer.echo("Send it as `Authorization: Bearer <key>` or `X-Api-Key: <key>`.", err=True)
     typer.echo(key)
@@ -74,15 +103,18 @@ def create(
 
 @keys.command("list")
 def list_keys(data_dir: DataDirOption = None) -> None:
-    """List the API keys: name, when created, when last used (the keys themselves are not stored)."""
+    """List the API keys: name, when created, when last used, scope (the keys themselves are not stored)."""
     rows = with_services(data_dir, lambda services: services.auth.list_keys())
     if not rows:
         typer.echo("no API keys")
         return
     width = max(4, *(len(row.name) for row in rows))
-    typer.echo(f"{'NAME':<{width}}  {'CREATED':<23}  LAST USED")
+    typer.echo(f"{'NAME':<{width}}  {'CREATED':<23}  {'LAST USED':<23}  SCOPE")
     for row in rows:
-        typer.echo(f"{row.name:<{width}}  {_when(row.created_at):<23}  {_when(row.last_used_at)}")
+        scope = _scope(row.read_only, row.projects)
+        typer.echo(
+            f"{row.name:<{width}}  {_when(row.created_at):<23}  {_when(row.last_used_at):<23}  {scope}"
+        )
 
 
 @keys.command()

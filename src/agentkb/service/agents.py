@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from agentkb.destinations import check_model_urls
 from agentkb.errors import BadRequest, Conflict, NotFound, agent_not_found, project_not_found
 from agentkb.secrecy import SecretBox, restore_masked
-from agentkb.service import projects
+from agentkb.service import access, projects
 from agentkb.storage import agents as repo
 from agentkb.storage.agents import AgentRow
 from agentkb.storage.db import Database
@@ -139,6 +139,16 @@ def build_data(data: Any, project: Project) -> dict[str, list[str]]:
     return {"knowledge_bases": kbs, "tables": tables}
 
 
+def check_data_scope(data: dict[str, list[str]]) -> None:
+    """A project key's agent reads its own projects' knowledge bases only, and no data source or file tables
+    (global objects): 403 otherwise."""
+    for entry in data["knowledge_bases"]:
+        match = _KB_REF.match(entry)
+        access.require_project((match.group(1) if match and match.group(1) else entry).strip("`"))
+    if data["tables"]:
+        access.require_global("an agent reading data source or file tables")
+
+
 def _params(given: AgentInput) -> dict[str, Any]:
     if given.params is None:
         return {}
@@ -174,11 +184,13 @@ class AgentService:
         return replace(agent, model=self.box.reveal(agent.model, f"agent {agent.name} model", strict=False))
 
     async def list(self, project_name: str) -> list[AgentRow]:
+        access.require_project(project_name)
         async with self.db.read() as conn:
             project = await projects.resolve(conn, project_name)
             return [self._shown(a) for a in await repo.list_for_project(conn, project.id)]
 
     async def _stored(self, project_name: str, name: str) -> AgentRow:
+        access.require_project(project_name)
         return await projects.named_in_project(
             self.db, project_name, name, repo.get_in_project, agent_not_found
         )
@@ -197,6 +209,8 @@ class AgentService:
         )
 
     async def create(self, project_name: str, given: AgentInput) -> AgentRow:
+        access.require_write("creating an agent")
+        access.require_project(project_name)
         name = check_name(given.name, "name")
         # Without a model, the default's name is recorded; its key and other settings apply at run time
         # (`credentials.llm_config`), so a changed default reaches the agent and its key stays out of records.
@@ -209,6 +223,7 @@ class AgentService:
             async with self.db.transaction() as conn:
                 project = await projects.resolve(conn, project_name)
                 data = build_data(_data(given) or {}, project)
+                check_data_scope(data)
                 values = {
                     "name": name,
                     "model": self.box.seal(model),
@@ -227,6 +242,8 @@ class AgentService:
         return self._shown(agent)
 
     async def update(self, project_name: str, name: str, given: AgentInput) -> AgentRow:
+        access.require_write("updating an agent")
+        access.require_project(project_name)
         model = build_model(given, self.default_model)
         prompt = _prompt(given)
         new_name = check_name(given.name, "name") if given.name is not None else None
@@ -245,6 +262,7 @@ class AgentService:
             data = _data(given)
             if data is not None:
                 values["data"] = build_data(data, project)
+                check_data_scope(values["data"])
             if prompt is not None:
                 values["prompt_template"] = prompt
             if given.params is not None:
@@ -259,6 +277,8 @@ class AgentService:
                 ) from exc
 
     async def delete(self, project_name: str, name: str) -> None:
+        access.require_write("deleting an agent")
+        access.require_project(project_name)
         async with self.db.transaction() as conn:
             project = await projects.resolve(conn, project_name)
             agent = await repo.get(conn, project.id, name, for_update=True) if is_identifier(name) else None

@@ -6,9 +6,11 @@ database agrees at once, and a revoked key or ended session is refused on its ne
 - **login tokens**: `POST /api/login` with `AGENTKB_USERNAME` / `AGENTKB_PASSWORD` gives a random token that
   expires after `AGENTKB_TOKEN_TTL_S`; its row also holds an HMAC of the login keyed by the token, so
   changing the password (or user name) ends every session made with the old one;
-- **API keys**: `agentkb keys create NAME` makes a random `akb_…` key, shown once;
+- **API keys**: `agentkb keys create NAME` makes a random `akb_…` key, shown once. A key may be scoped:
+  `--read-only` (no writes) and `--project P` (only those projects); `service/access.py` enforces the scope;
 - **key sessions**: the web console signed in with an API key holds a session token of its own (same table,
-  same lifetime as a login token, tagged by the key's hash), so that logging out leaves nothing usable.
+  same lifetime as a login token, tagged by the key's hash), so that logging out leaves nothing usable; it has
+  its key's scope.
 
 Failed logins and invalid credentials are throttled per user name and client address
 (`service.login_throttle`). Only SHA-256 hashes of the secrets are stored. Auth is on when a login is
@@ -27,33 +29,27 @@ import ipaddress
 import re
 import secrets
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
-from agentkb.errors import BadRequest, Conflict, NotFound, Unauthorized
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from agentkb.errors import BadRequest, Conflict, NotFound, Unauthorized, project_not_found
+from agentkb.service import access
+from agentkb.service.access import Principal
 from agentkb.service.login_throttle import LoginThrottle
 from agentkb.settings import Settings
 from agentkb.storage import auth as repo
+from agentkb.storage import projects as project_rows
 from agentkb.storage.auth import ApiKeyRow
 from agentkb.storage.db import Database
+from agentkb.validation import is_identifier
 
 KEY_PREFIX = "akb_"
 KEY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 MAX_CREDENTIAL = 512  # longer is no credential of ours: refused without a database round trip
 TOUCH_AFTER_S = 60.0  # an API key's `last_used_at` is recorded at most once a minute
 KEYS_RECHECK_S = 1.0  # how long "no API key exists" (auth off) is trusted before asking again
-
-
-@dataclass(frozen=True, slots=True)
-class Principal:
-    """Who a request acts for: a logged-in user or a named API key."""
-
-    kind: Literal["user", "key"]
-    name: str
-
-    @property
-    def id(self) -> str:
-        return f"{self.kind}:{self.name}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +95,12 @@ def _same(given: str, expected: str) -> bool:
     return hmac.compare_digest(
         hashlib.sha256(given.encode()).digest(), hashlib.sha256(expected.encode()).digest()
     )
+
+
+def _principal(key: repo.KeyScope) -> Principal:
+    """The principal of an API key, with its scope (project names compared in lower case)."""
+    projects = frozenset(p.lower() for p in key.projects) if key.projects is not None else None
+    return Principal("key", key.name, key.read_only, projects)
 
 
 class AuthService:
@@ -163,9 +165,9 @@ class AuthService:
         if credential.startswith(KEY_PREFIX):
             async with self.db.transaction() as conn:
                 found = await repo.use_key(conn, digest, TOUCH_AFTER_S)
-            if found is None or not _same(found[1], digest):
+            if found is None or not _same(found.key_hash, digest):
                 return None
-            return Principal("key", found[0])
+            return _principal(found)
         async with self.db.read() as conn:
             session = await repo.get_session(conn, digest)
             if session is None:
@@ -176,11 +178,11 @@ class AuthService:
                 and _same(session.login_tag, _login_tag(credential, self.username, self._password))
             ):
                 return Principal("user", session.username)
-            key_hash = await repo.key_hash(conn, session.username)
-        # else a session opened with an API key (`key_session`); it ends with the key
-        if key_hash is None or not _same(session.login_tag, _key_tag(credential, key_hash)):
+            key = await repo.key_by_name(conn, session.username)
+        # else a session opened with an API key (`key_session`); it ends with the key, and has its scope
+        if key is None or not _same(session.login_tag, _key_tag(credential, key.key_hash)):
             return None  # made with another user name, password or key
-        return Principal("key", session.username)
+        return _principal(key)
 
     async def login(self, username: object, password: object, client: str | None = None) -> LoginToken:
         """A login token for the configured user; `client` (the caller's address) and the user name count the
@@ -234,8 +236,13 @@ class AuthService:
         async with self.db.transaction() as conn:
             return await repo.delete_session(conn, _sha256(credential))
 
-    async def create_key(self, name: str) -> str:
-        """A new API key named `name`; the key itself is returned once and stored only as its hash."""
+    async def create_key(
+        self, name: str, *, read_only: bool = False, projects: Sequence[str] | None = None
+    ) -> str:
+        """A new API key named `name`; the key itself is returned once and stored only as its hash.
+        `read_only`: it may not write; `projects`: the only (existing) projects it may use."""
+        access.require_write("creating an API key")
+        access.require_global("creating an API key")
         if not KEY_NAME.match(name):
             raise BadRequest(
                 "an API key name is 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or "
@@ -244,17 +251,34 @@ class AuthService:
             )
         key = KEY_PREFIX + secrets.token_urlsafe(32)
         async with self.db.transaction() as conn:
-            created = await repo.insert_key(conn, name, _sha256(key))
+            scope = await _key_projects(conn, projects) if projects is not None else None
+            created = await repo.insert_key(conn, name, _sha256(key), read_only=read_only, projects=scope)
         if created is None:
             raise Conflict(f"An API key named {name} already exists", title="API key already exists")
         return key
 
     async def list_keys(self) -> list[ApiKeyRow]:
+        access.require_global("listing API keys")
         async with self.db.read() as conn:
             return await repo.list_keys(conn)
 
     async def revoke_key(self, name: str) -> None:
+        access.require_write("revoking an API key")
+        access.require_global("revoking an API key")
         async with self.db.transaction() as conn:
             deleted = await repo.delete_key(conn, name)
         if not deleted:
             raise NotFound(f"No API key named {name}", title="API key not found")
+
+
+async def _key_projects(conn: AsyncConnection, names: Sequence[str]) -> list[str]:
+    """The projects a key is limited to, as stored: each an existing project, spelt as it is stored."""
+    if not names:
+        raise BadRequest("a project-scoped API key needs at least one project", title="Invalid scope")
+    found: dict[str, str] = {}
+    for name in names:
+        project = await project_rows.get(conn, name) if is_identifier(name) else None
+        if project is None:
+            raise project_not_found(name)
+        found[project.name.lower()] = project.name
+    return sorted(found.values())

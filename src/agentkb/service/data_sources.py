@@ -19,6 +19,7 @@ from sqlalchemy import Engine
 from agentkb.destinations import DataSourcePolicy
 from agentkb.errors import BadRequest, Conflict, NotFound
 from agentkb.secrecy import SecretBox, restore_masked
+from agentkb.service import access
 from agentkb.sql import datasources, pushdown
 from agentkb.storage import data_sources as repo
 from agentkb.storage import projects as project_rows
@@ -57,10 +58,14 @@ class DataSourceService:
         self._workers = ThreadPoolExecutor(max_workers=max_streams, thread_name_prefix="agentkb-pushdown")
 
     async def list(self) -> list[DataSourceRow]:
+        """Every data source; none for a project key (data sources are global: out of its reach)."""
+        if access.scoped():
+            return []
         async with self.db.connect() as conn:
             return await repo.list_all(conn)
 
     async def get(self, name: str) -> DataSourceRow:
+        access.require_global(f"using data source {name}")
         row = None
         if is_identifier(name):
             async with self.db.connect() as conn:
@@ -73,6 +78,7 @@ class DataSourceService:
         """The project of that name, if the name is one (projects share the databases namespace)."""
         if not is_identifier(name):
             return None
+        access.require_project(name)
         async with self.db.connect() as conn:
             return await project_rows.get(conn, name)
 
@@ -89,6 +95,8 @@ class DataSourceService:
         stores any parameters and connects when the source is first used), then store. 409 "Name conflict"
         if any database has the name (in any case). Names are lower-cased unless `keep_case` (SQL's
         back-quoted names and REST's names, as MindsDB's)."""
+        access.require_write("creating a data source")
+        access.require_global("creating a data source")
         checked = check_name(name, "name") if keep_case else check_name(name, "name").lower()
         if engine is None:
             raise BadRequest("'engine' is required", title="Missing field")
@@ -125,6 +133,8 @@ class DataSourceService:
         (False): the given ones over the stored ones, `******` keeping a stored secret; with
         `check_connection` the merged parameters are tested before they are stored. The engine cannot
         change."""
+        access.require_write("changing a data source")
+        access.require_global("changing a data source")
         stored = None
         if is_identifier(name):
             async with self.db.connect() as conn:
@@ -155,6 +165,8 @@ class DataSourceService:
 
     async def delete(self, name: str, *, exact: bool = False) -> None:
         """`exact`: only the data source spelt exactly `name` (MindsDB's DROP DATABASE)."""
+        access.require_write("deleting a data source")
+        access.require_global("deleting a data source")
         if is_system(name):
             raise BadRequest(f"Cannot delete database {name}: it is a system database", title="Error")
         if not is_identifier(name):

@@ -32,6 +32,7 @@ from agentkb.kb import evaluate as metrics
 from agentkb.kb import rerank
 from agentkb.kb.search import SearchOptions
 from agentkb.secrecy import mask_secrets, mask_text, secret_values
+from agentkb.service import access
 from agentkb.service.search import SearchService
 from agentkb.storage import evaluations as repo
 from agentkb.storage.db import Database
@@ -163,6 +164,8 @@ class EvaluateService:
     async def evaluate(
         self, project: str, kb_name: str, given: EvaluateInput, db: str | None = None
     ) -> EvaluationOutcome:
+        access.require_write("evaluating a knowledge base")  # it stores a run, and may write test tables
+        access.require_project(project)
         tables = self.tables
         if tables is None:
             raise RuntimeError("EvaluateService.tables is not set")

@@ -36,6 +36,7 @@ from agentkb.ingest.files.detect import detect_extension
 from agentkb.ingest.files.isolated import parse_isolated
 from agentkb.ingest.files.parse import SUPPORTED, ParsedFile
 from agentkb.ingest.files.tables import Tabular
+from agentkb.service import access
 from agentkb.storage import files as repo
 from agentkb.storage.db import Database
 from agentkb.storage.files import PART_BYTES, FileRow, NewFile
@@ -114,6 +115,11 @@ class BlobWriter:
         self.path.unlink(missing_ok=True)
 
 
+def _require_upload() -> None:
+    access.require_write("uploading a file")
+    access.require_global("uploading a file")
+
+
 class FileService:
     def __init__(
         self,
@@ -139,9 +145,11 @@ class FileService:
         return self.root / sha256[:2] / sha256
 
     def writer(self) -> BlobWriter:
+        _require_upload()  # before a byte of the upload is read
         return BlobWriter(self.tmp_dir, self.max_bytes)
 
     async def stage(self, chunks: AsyncIterable[bytes]) -> StagedBlob:
+        _require_upload()
         writer = self.writer()
         try:
             async for chunk in chunks:
@@ -152,10 +160,12 @@ class FileService:
         return await writer.finish()
 
     async def list(self) -> list[FileRow]:
+        access.require_global("reading uploaded files")
         async with self.db.connect() as conn:
             return await repo.list_all(conn)
 
     async def find(self, name: str) -> FileRow | None:
+        access.require_global("reading uploaded files")
         async with self.db.connect() as conn:
             return await repo.get(conn, name.lower())
 
@@ -180,6 +190,7 @@ class FileService:
         """
         staged: StagedBlob | None = content if isinstance(content, StagedBlob) else None
         try:
+            _require_upload()
             key = check_file_name(name)
             if await self.find(key) is not None:
                 raise file_exists(key)
@@ -233,6 +244,8 @@ class FileService:
 
     async def delete(self, name: str) -> None:
         """Remove the name, and its blob once no other name uses it. Unknown: MindsDB's 400."""
+        access.require_write("deleting a file")
+        access.require_global("deleting a file")
         async with self.db.transaction() as conn:
             row = await repo.delete(conn, name.lower())
         if row is None:
@@ -250,6 +263,7 @@ class FileService:
     async def open_parsed(self, name: str) -> ParsedFile:
         """The file's table or text sections, parsed again from its stored bytes (recent small files are
         cached). Callers must not modify the result."""
+        access.require_global("reading uploaded files")
         row = await self.get(name)
         cached = self._cache.get((row.sha256, row.extension))
         if cached is not None:

@@ -31,7 +31,7 @@ from agentkb.ingest.request import (
 from agentkb.kb.chunking import chunking_config
 from agentkb.kb.embedders.registry import EmbedderRegistry
 from agentkb.secrecy import SecretBox, restore_masked
-from agentkb.service import kb_admin, projects
+from agentkb.service import access, kb_admin, projects
 from agentkb.service.ingest_partitions import PartitionSource, run_partitioned
 from agentkb.service.job_runner import JobRunner
 from agentkb.service.vector_merge import VectorIndexMerger
@@ -102,7 +102,12 @@ class IngestService:
         sql_database: str | None = None,
     ) -> JobRow:
         """`sql` (and `sql_database`): the SQL statement this insert runs, which makes it one of MindsDB's
-        queries (`information_schema.queries`)."""
+        queries (`information_schema.queries`). The caller's scope is checked here, before anything is
+        queued: the worker that runs a queued job acts for nobody in particular."""
+        access.require_write("inserting into a knowledge base")
+        access.require_project(project_name)
+        if given.files or given.query:  # uploaded files and data sources are global
+            access.require_global("inserting from uploaded files or data sources")
         request = await self._validate(given)
         if given.partition is not None and (given.query is None or wait):
             raise BadRequest("A partitioned insert reads a query and runs in the background")

@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator
 from datetime import datetime
 
 from agentkb.errors import NotFound
+from agentkb.service import access
 from agentkb.service.ingest import IngestService
 from agentkb.service.knowledge_bases import KnowledgeBaseService
 from agentkb.storage import jobs
@@ -77,6 +78,7 @@ class JobService:
     async def cancel(self, project_name: str, kb_name: str, job_id: str) -> tuple[KnowledgeBaseRow, JobRow]:
         """A queued job ends at once, a running one at its next progress check (its transaction is rolled
         back, so nothing of it is stored). A finished job is left as it is."""
+        access.require_write("cancelling a job")
         kb, job = await self.get(project_name, kb_name, job_id)
         if job.state not in TERMINAL:
             async with self.db.transaction() as conn:

@@ -25,7 +25,7 @@ from agentkb.kb.documents import Document
 from agentkb.kb.embedders import config as embedding_config
 from agentkb.kb.embedders.registry import EmbedderRegistry
 from agentkb.secrecy import SecretBox, restore_masked
-from agentkb.service import projects
+from agentkb.service import access, projects
 from agentkb.storage import chunks, jobs
 from agentkb.storage import knowledge_bases as repo
 from agentkb.storage.db import MAX_EF_SEARCH, MIN_EF_SEARCH, Database
@@ -215,6 +215,8 @@ class KnowledgeBaseAdmin:
 
     async def alter(self, project_name: str, kb_name: str, changes: Mapping[str, Any]) -> KnowledgeBaseRow:
         """`ALTER KNOWLEDGE_BASE … USING …` and `PUT …/knowledge_bases/{kb}` with settings only."""
+        access.require_write("changing a knowledge base")
+        access.require_project(project_name)
         unknown = sorted(set(changes) - set(SETTING_KEYS) - set(INERT_KEYS))
         if unknown:
             raise BadRequest(
@@ -234,6 +236,8 @@ class KnowledgeBaseAdmin:
         As MindsDB: the new content goes through the KB's chunking and the chunk keeps the first piece, then
         is embedded again. The chunk keeps its id, document and bookkeeping metadata (`_…` keys); `metadata`
         replaces the rest (MindsDB: metadata not given is emptied)."""
+        access.require_write("updating a chunk")
+        access.require_project(project_name)
         if content is not None and (not isinstance(content, str) or not content):
             raise BadRequest("content must be a non-empty string", title="Invalid value")
         check_storable(content, "content")
@@ -271,6 +275,8 @@ class KnowledgeBaseAdmin:
     async def rebuild_index(self, project_name: str, kb_name: str, given: Mapping[str, Any]) -> None:
         """`CREATE INDEX ON KNOWLEDGE_BASE <kb> [WITH (…)]`: REINDEX, or build the HNSW index with new
         `m` / `ef_construction` (kept in `params.vector_index`, so later bulk loads build it the same way)."""
+        access.require_write("building an index")
+        access.require_project(project_name)
         options = index_options(given)
         async with self.db.read() as lock_conn:
             table = (await self._find(lock_conn, project_name, kb_name)).storage_table

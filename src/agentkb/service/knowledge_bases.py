@@ -17,7 +17,7 @@ from agentkb.errors import BadRequest, Conflict, kb_not_found, project_not_found
 from agentkb.kb.embedders import config as embedding_config
 from agentkb.kb.filters import Filter
 from agentkb.secrecy import SecretBox
-from agentkb.service import projects
+from agentkb.service import access, projects
 from agentkb.service.kb_admin import check_ef_search
 from agentkb.storage import chunk_search, chunks
 from agentkb.storage import knowledge_bases as repo
@@ -95,14 +95,18 @@ class KnowledgeBaseService:
         self.box = box or SecretBox.from_environment()
 
     async def list(self, project_name: str) -> list[KnowledgeBaseRow]:
+        access.require_project(project_name)
         async with self.read_db.read() as conn:
             project = await projects.resolve(conn, project_name)
             return await repo.list_for_project(conn, project.id)
 
     async def get(self, project_name: str, name: str) -> KnowledgeBaseRow:
+        access.require_project(project_name)
         return await projects.named_in_project(self.db, project_name, name, repo.get_in_project, kb_not_found)
 
     async def create(self, project_name: str, given: KnowledgeBaseInput) -> KnowledgeBaseRow:
+        access.require_write("creating a knowledge base")
+        access.require_project(project_name)
         name = check_name(given.name, "name")
         params = dict(check_dict(given.params, "params")) if given.params is not None else {}
         settings = {key: params.pop(key) for key in SETTING_KEYS if key in params}
@@ -163,6 +167,8 @@ class KnowledgeBaseService:
         return kb
 
     async def delete(self, project_name: str, name: str) -> None:
+        access.require_write("deleting a knowledge base")
+        access.require_project(project_name)
         async with self.db.transaction() as conn:
             project = await projects.resolve(conn, project_name)
             kb = await repo.get(conn, project.id, name, for_update=True) if is_identifier(name) else None
@@ -180,6 +186,8 @@ class KnowledgeBaseService:
         self, project_name: str, kb_name: str, ids: Sequence[Any] | None, filters: tuple[Filter, ...]
     ) -> tuple[int, int]:
         """Delete whole documents by id and/or the chunks matching metadata filters; (documents, chunks)."""
+        access.require_write("deleting documents")
+        access.require_project(project_name)
         conditions = list(filters)
         if ids is not None:
             conditions.append(Filter("id", "in", tuple(ids)))

@@ -16,6 +16,7 @@ from sqlglot import exp
 
 from agentkb.agents.files_db import FILES
 from agentkb.agents.tools import AgentTools
+from agentkb.service import access
 from agentkb.service.data_sources import DataSourceService
 from agentkb.service.files import FileService
 from agentkb.service.knowledge_bases import KnowledgeBaseService
@@ -80,11 +81,15 @@ class MCPService:
         return kb, documents, chunks
 
     async def database_names(self) -> list[str]:
-        """The data sources a query may name (`files` holds the uploaded table files)."""
+        """The data sources a query may name (`files` holds the uploaded table files); none for a project
+        key, which may not reach them."""
+        if access.scoped():
+            return []
         return [FILES, *(row.name for row in await self.data_sources.list())]
 
     async def query(self, sql: str, limit: int = DEFAULT_ROWS) -> QueryResult:
         """One read-only SELECT over one data source, through the agents' fence (400 when refused)."""
+        access.require_global("querying data sources")
         tools = AgentTools(
             project=self.projects.default_project,
             knowledge_bases=[],

@@ -8,6 +8,7 @@ from typing import TypeVar
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb.errors import BadRequest, Conflict, NotFound, project_not_found
+from agentkb.service import access
 from agentkb.sql.pushdown import RESERVED_NAMES
 from agentkb.storage import agents as agent_rows
 from agentkb.storage import data_sources as data_source_rows
@@ -59,16 +60,21 @@ class ProjectService:
             await repo.ensure(conn, self.default_project)
 
     async def list(self) -> list[Project]:
+        """Every project (a project key: its own)."""
         async with self.db.read() as conn:
-            return await repo.list_all(conn)
+            found = await repo.list_all(conn)
+        return [project for project in found if access.allowed(project.name)]
 
     async def get(self, name: str) -> Project:
+        access.require_project(name)
         async with self.db.read() as conn:
             return await resolve(conn, name)
 
     async def create(self, name: object, *, keep_case: bool = False) -> Project:
         """Names are lower-cased unless `keep_case` (SQL's back-quoted names keep their case, as MindsDB's).
         One name differing only in case from another is taken: lookups are case-insensitive."""
+        access.require_write("creating a project")
+        access.require_global("creating a project")
         checked = check_name(name, "name")
         checked = checked if keep_case else checked.lower()
         async with self.db.transaction() as conn:
@@ -78,6 +84,8 @@ class ProjectService:
         return project
 
     async def delete(self, name: str, *, exact: bool = False) -> None:
+        access.require_write("deleting a project")
+        access.require_global("deleting a project")
         async with self.db.transaction() as conn:
             project = await resolve(conn, name, exact=exact)
             if project.name == self.default_project:
@@ -95,6 +103,8 @@ class ProjectService:
     async def rename(self, name: str, new_name: object, *, exact: bool = False) -> Project:
         """`ALTER DATABASE <project> NAME = '<new name>'`: MindsDB's rules (the new name in lower case; only
         the name of a project changes). Agents' `data.knowledge_bases` entries follow the new name."""
+        access.require_write("renaming a project")
+        access.require_global("renaming a project")
         checked = check_name(new_name, "name")
         if not checked.islower():
             raise BadRequest(f"New name must be in lower case: {checked}", title="Invalid name")

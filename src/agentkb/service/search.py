@@ -34,7 +34,7 @@ from agentkb.kb.search import (
 )
 from agentkb.kb.vectors import Loaded, VectorSet, VectorSets
 from agentkb.secrecy import SecretBox
-from agentkb.service import projects
+from agentkb.service import access, projects
 from agentkb.sql.kbquery import KBQuery
 from agentkb.storage import chunk_search, chunks
 from agentkb.storage import knowledge_bases as repo
@@ -143,6 +143,7 @@ class SearchService:
 
     async def knowledge_base(self, project_name: str, kb_name: str) -> KnowledgeBaseRow:
         """The KB's row, read now."""
+        access.require_project(project_name)
         async with self.db.read() as conn:
             kb = (
                 await repo.get_in_project(conn, project_name.lower(), kb_name)
@@ -174,6 +175,7 @@ class SearchService:
             return await self.search_kb(kb, options)
 
     async def search_kb(self, kb: KnowledgeBaseRow, options: SearchOptions) -> list[Hit]:
+        access.require_project(kb.project_name)
         with metrics.timed(metrics.search_duration, None, search_mode(kb, options)):
             return await self._search_kb(kb, options)
 

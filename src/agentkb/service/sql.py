@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import decimal
+import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -26,7 +27,7 @@ from mindsdb_sql_parser import ast
 
 from agentkb.errors import BadRequest, NotFound
 from agentkb.ingest.files.tables import Tabular
-from agentkb.service import sql_ddl
+from agentkb.service import access, sql_ddl
 from agentkb.service.knowledge_bases import KnowledgeBaseInput
 from agentkb.service.search import KnowledgeBaseGone
 from agentkb.service.sql_agents import AgentStatements
@@ -54,6 +55,8 @@ if TYPE_CHECKING:
     from agentkb.service.search import SearchService
 
 MAX_PUSHDOWN_ROWS = 10_000
+# what a read-only API key may run (`SELECT query_cancel(…)` is refused by its own service)
+READ_STATEMENTS = (ast.Select, ast.Union, ast.Intersect, ast.Except, ast.Show, ast.Describe, ast.Use)
 FILES = "files"  # MindsDB's data source of uploaded files
 
 
@@ -78,6 +81,11 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, uuid.UUID):
         return str(value)
     return value
+
+
+def statement_kind(statement: ast.ASTNode) -> str:
+    """A statement's kind in SQL words: CreateKnowledgeBase → CREATE KNOWLEDGE BASE."""
+    return re.sub(r"(?<!^)(?=[A-Z])", " ", type(statement).__name__).upper()
 
 
 class SQLService:
@@ -133,6 +141,8 @@ class SQLService:
         handler = getattr(self, f"_{type(statement).__name__.lower()}", None)
         if handler is None:
             raise BadRequest(f"Unsupported statement: {type(statement).__name__} ({sql.strip()[:80]})")
+        if not isinstance(statement, READ_STATEMENTS):
+            access.require_write(f"SQL {statement_kind(statement)}")
         result: Result = await handler(statement, db, params)
         if result.db == "mindsdb" and db != "mindsdb" and not isinstance(statement, ast.Use):
             result.db = db

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from mindsdb_sql_parser import ast
 
 from agentkb.errors import BadRequest
+from agentkb.service import access
 from agentkb.storage import jobs
 from agentkb.storage.jobs import JobRow
 from agentkb.timestamps import optional_timestamp, timestamp
@@ -116,6 +117,7 @@ class SQLQueries:
         self.db = ingest.db
 
     async def rows(self) -> list[dict[str, Any]]:
+        access.require_global("information_schema.queries (the queries of every project)")
         async with self.db.connect() as conn:
             return [query_row(job) for job in await jobs.list_queries(conn)]
 
@@ -133,6 +135,8 @@ class SQLQueries:
         if not isinstance(target, ast.Function) or str(target.op).lower() not in FUNCTIONS:
             return None
         name = str(target.op).lower()
+        access.require_write(name)
+        access.require_global(name)
         query_id = _query_id(select, name)
         if name == "query_cancel":
             async with self.db.transaction() as conn:

@@ -16,7 +16,7 @@ from agentkb import __version__
 from agentkb.errors import Conflict, kb_not_found, project_not_found
 from agentkb.kb.transfer import ExportEncoder, ExportReader, Header, put_secrets, strip_secrets
 from agentkb.secrecy import SecretBox
-from agentkb.service import projects
+from agentkb.service import access, projects
 from agentkb.service.kb_admin import index_options
 from agentkb.storage import chunks, transfer
 from agentkb.storage import knowledge_bases as repo
@@ -70,6 +70,7 @@ class TransferService:
         )
 
     async def _find(self, project_name: str, kb_name: str) -> KnowledgeBaseRow:
+        access.require_project(project_name)
         async with self.db.connect() as conn:
             project = await projects.resolve(conn, project_name)
             kb = await repo.get(conn, project.id, kb_name) if is_identifier(kb_name) else None
@@ -124,6 +125,8 @@ class TransferService:
         (path → value, e.g. `embedding_model.api_key`) gives back what the export left out; each is
         sealed before it is stored. 400: a bad file or a missing secret; 404: no such project; 409: the
         name is taken; 413: the file inflates past `max_inflated_bytes`."""
+        access.require_write("importing a knowledge base")
+        access.require_project(project_name)
         reader = ExportReader(source, max_inflated=self.max_inflated_bytes)
         header = await asyncio.to_thread(reader.read_header)
         kb_name = check_name(name if name is not None else header.definition["name"], "name")

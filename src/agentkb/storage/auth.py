@@ -1,13 +1,16 @@
-"""API keys and login sessions (`api_keys`, `auth_sessions`, migration 0008). Rows hold the SHA-256 of
-each secret, never the secret: a stolen database dump cannot be replayed as a credential."""
+"""API keys and login sessions (`api_keys`, `auth_sessions`, migration 0008; a key's scope, migration
+0017). Rows hold the SHA-256 of each secret, never the secret: a stolen database dump cannot be replayed as
+a credential."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import BigInteger, Column, DateTime, Table, Text, func, select, text
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy import BigInteger, Boolean, Column, DateTime, Table, Text, false, func, select, text
+from sqlalchemy.dialects.postgresql import ARRAY, insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb.storage.schema import metadata
@@ -20,6 +23,8 @@ api_keys = Table(
     Column("key_hash", Text, nullable=False, unique=True),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("last_used_at", DateTime(timezone=True), nullable=True),
+    Column("read_only", Boolean, nullable=False, server_default=false()),
+    Column("projects", ARRAY(Text), nullable=True),  # NULL: every project and the global objects
 )
 
 auth_sessions = Table(
@@ -38,6 +43,18 @@ class ApiKeyRow:
     name: str
     created_at: datetime
     last_used_at: datetime | None
+    read_only: bool = False
+    projects: tuple[str, ...] | None = None  # None: not limited to projects
+
+
+@dataclass(frozen=True, slots=True)
+class KeyScope:
+    """What a key found by its hash may do: its name, stored hash, and scope."""
+
+    name: str
+    key_hash: str
+    read_only: bool
+    projects: tuple[str, ...] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,21 +64,47 @@ class SessionRow:
     expires_at: datetime
 
 
-async def insert_key(conn: AsyncConnection, name: str, key_hash: str) -> ApiKeyRow | None:
+_KEY_COLUMNS = (
+    api_keys.c.name,
+    api_keys.c.created_at,
+    api_keys.c.last_used_at,
+    api_keys.c.read_only,
+    api_keys.c.projects,
+)
+
+
+def _key_row(row: Any) -> ApiKeyRow:
+    projects = tuple(row.projects) if row.projects is not None else None
+    return ApiKeyRow(row.name, row.created_at, row.last_used_at, row.read_only, projects)
+
+
+async def insert_key(
+    conn: AsyncConnection,
+    name: str,
+    key_hash: str,
+    *,
+    read_only: bool = False,
+    projects: Sequence[str] | None = None,
+) -> ApiKeyRow | None:
     """Insert; None if the name is taken (the unique constraint decides, race-free)."""
     stmt = (
         insert(api_keys)
-        .values(name=name, key_hash=key_hash)
+        .values(
+            name=name,
+            key_hash=key_hash,
+            read_only=read_only,
+            projects=list(projects) if projects is not None else None,
+        )
         .on_conflict_do_nothing(index_elements=["name"])
-        .returning(api_keys.c.name, api_keys.c.created_at, api_keys.c.last_used_at)
+        .returning(*_KEY_COLUMNS)
     )
     row = (await conn.execute(stmt)).first()
-    return ApiKeyRow(row.name, row.created_at, row.last_used_at) if row else None
+    return _key_row(row) if row else None
 
 
 async def list_keys(conn: AsyncConnection) -> list[ApiKeyRow]:
-    stmt = select(api_keys.c.name, api_keys.c.created_at, api_keys.c.last_used_at).order_by(api_keys.c.name)
-    return [ApiKeyRow(r.name, r.created_at, r.last_used_at) for r in await conn.execute(stmt)]
+    stmt = select(*_KEY_COLUMNS).order_by(api_keys.c.name)
+    return [_key_row(r) for r in await conn.execute(stmt)]
 
 
 async def delete_key(conn: AsyncConnection, name: str) -> bool:
@@ -75,22 +118,27 @@ async def any_key(conn: AsyncConnection) -> bool:
 
 _USE_KEY = text(
     """
-    WITH k AS (SELECT id, name, key_hash, last_used_at FROM api_keys WHERE key_hash = :key_hash),
+    WITH k AS (
+        SELECT id, name, key_hash, last_used_at, read_only, projects FROM api_keys WHERE key_hash = :key_hash
+    ),
     touched AS (
         UPDATE api_keys SET last_used_at = now() FROM k
         WHERE api_keys.id = k.id
           AND (k.last_used_at IS NULL OR k.last_used_at < now() - make_interval(secs => :touch_after_s))
     )
-    SELECT name, key_hash FROM k
+    SELECT name, key_hash, read_only, projects FROM k
     """
 )
 
 
-async def use_key(conn: AsyncConnection, key_hash: str, touch_after_s: float) -> tuple[str, str] | None:
-    """(name, stored hash) of the key with this hash, or None; records the use when the last recorded one
-    is older than `touch_after_s` (one write per key and interval, not one per request)."""
+async def use_key(conn: AsyncConnection, key_hash: str, touch_after_s: float) -> KeyScope | None:
+    """The key with this hash (name, stored hash, scope), or None; records the use when the last recorded
+    one is older than `touch_after_s` (one write per key and interval, not one per request)."""
     row = (await conn.execute(_USE_KEY, {"key_hash": key_hash, "touch_after_s": touch_after_s})).first()
-    return (row.name, row.key_hash) if row else None
+    if row is None:
+        return None
+    projects = tuple(row.projects) if row.projects is not None else None
+    return KeyScope(row.name, row.key_hash, row.read_only, projects)
 
 
 async def insert_session(
@@ -128,7 +176,13 @@ async def delete_expired_sessions(conn: AsyncConnection) -> None:
     await conn.execute(auth_sessions.delete().where(auth_sessions.c.expires_at <= func.now()))
 
 
-async def key_hash(conn: AsyncConnection, name: str) -> str | None:
-    """The stored hash of the API key named `name`, or None (no such key: revoked, or never made)."""
-    found: str | None = await conn.scalar(select(api_keys.c.key_hash).where(api_keys.c.name == name))
-    return found
+async def key_by_name(conn: AsyncConnection, name: str) -> KeyScope | None:
+    """The API key named `name` (its stored hash and scope), or None (no such key: revoked, or never made)."""
+    stmt = select(api_keys.c.name, api_keys.c.key_hash, api_keys.c.read_only, api_keys.c.projects).where(
+        api_keys.c.name == name
+    )
+    row = (await conn.execute(stmt)).first()
+    if row is None:
+        return None
+    projects = tuple(row.projects) if row.projects is not None else None
+    return KeyScope(row.name, row.key_hash, row.read_only, projects)
