@@ -3,7 +3,9 @@
 Names share MindsDB's one namespace with projects and system databases, and are matched case-insensitively
 (the exact spelling first; DROP DATABASE matches exactly, as MindsDB's).
 Secret parameters (`password`, tokens, keys) are stored sealed (`secrecy.SecretBox`), masked by the
-encoders, and decrypted only to connect. A secret sent back as `******` on update keeps the stored one.
+encoders, and decrypted only to connect. A secret sent back as `******` on update keeps the stored one, unless
+the update changes where the source connects (`host`, `port`, `user`, `database`, ...): then each stored
+secret must be sent again (`secrecy.check_bound`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any, cast
 from sqlalchemy import Engine
 
 from agentkb.errors import BadRequest, Conflict, NotFound
-from agentkb.secrecy import SecretBox, restore_masked
+from agentkb.secrecy import SecretBox, check_bound, restore_masked
 from agentkb.sql import datasources, pushdown
 from agentkb.storage import data_sources as repo
 from agentkb.storage import projects as project_rows
@@ -136,6 +138,7 @@ class DataSourceService:
             )
         given = {} if parameters is None else check_dict(parameters, "parameters")
         merged = {**stored.parameters, **restore_masked(given, stored.parameters)}
+        check_bound(stored.parameters, merged, given, "parameters.")  # a password for host A is not for B
         if check_connection:
             plain = self.box.reveal(merged, f"database {key} parameters")
             datasources.connection_spec(stored.engine, plain)

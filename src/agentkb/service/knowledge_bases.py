@@ -15,7 +15,7 @@ from sqlalchemy.exc import IntegrityError
 from agentkb.errors import BadRequest, Conflict, kb_not_found, project_not_found
 from agentkb.kb.embedders import config as embedding_config
 from agentkb.kb.filters import Filter
-from agentkb.secrecy import SecretBox
+from agentkb.secrecy import SecretBox, drop_carried
 from agentkb.service import projects
 from agentkb.service.kb_admin import check_ef_search
 from agentkb.storage import chunk_search, chunks
@@ -58,7 +58,7 @@ def _reranking(value: Any, default: dict[str, Any]) -> dict[str, Any] | None:
     given = check_dict(value, "reranking_model") if value is not None else {}
     if "provider" in given and given["provider"] != default.get("provider"):
         return given
-    merged = {**default, **given}
+    merged = drop_carried(default, {**default, **given}, given)  # the default's key stays with its server
     return merged or None
 
 
@@ -105,9 +105,10 @@ class KnowledgeBaseService:
         params = dict(check_dict(given.params, "params")) if given.params is not None else {}
         settings = {key: params.pop(key) for key in SETTING_KEYS if key in params}
         settings.update({key: getattr(given, key) for key in SETTING_KEYS if getattr(given, key) is not None})
-        embedding = embedding_config.normalize(
-            settings.get("embedding_model") or None, self.default_embedding_model
-        )
+        given_embedding = settings.get("embedding_model") or None
+        embedding = embedding_config.normalize(given_embedding, self.default_embedding_model)
+        if isinstance(given_embedding, dict):  # the default's key stays with the default's server
+            embedding = drop_carried(self.default_embedding_model, embedding, given_embedding)
         if "ef_search" in params:  # the KB's HNSW search breadth (kb_admin)
             if params["ef_search"] is None:
                 del params["ef_search"]
