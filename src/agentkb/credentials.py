@@ -11,8 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from agentkb.errors import BadRequest
-from agentkb.secrecy import MASK
+from agentkb.secrecy import MASK, refuse
 
 OPENAI_HOST = "api.openai.com"
 
@@ -149,11 +148,7 @@ def llm_config(
             break
     if stored_key.get("api_key") and credentials and "api_key" not in credentials:
         if not _same_server(credentials.get("base_url"), stored_key.get("base_url")):
-            raise BadRequest(
-                "USING model: 'base_url' changed: send 'api_key' again (a stored key is only sent to the "
-                "server it was given for)",
-                title="Secret must be sent again",
-            )
+            refuse(["base_url"], ["api_key"], "model.")  # the query's `USING model = {...}`
         credentials["api_key"] = stored_key["api_key"]
     if "api_key" not in credentials:
         env = _env_key(provider, credentials.get("base_url"))
