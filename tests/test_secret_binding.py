@@ -463,3 +463,23 @@ def test_a_fresh_kb_of_another_server_gets_no_default_key(
         assert away.requests and _keys(away) == {""}
         for name in (f"bind_def_{u}", f"bind_other_{u}"):
             c.delete(f"{P}/knowledge_bases/{name}")
+
+
+def test_evaluate_llm_gets_no_default_key_for_another_server() -> None:
+    """`EVALUATE ... USING llm = {...}`: the default model's key goes only with the default's server."""
+    from agentkb.service.evaluate import EvaluateService
+
+    default = {
+        "provider": "openai",
+        "model_name": "gpt-x",
+        "api_key": "sk-default",
+        "base_url": "http://home/v1",
+    }
+    service = EvaluateService(None, None, default, None)  # type: ignore[arg-type]
+    kb: Any = None
+    same = service.llm_for({"model_name": "gpt-y"}, kb)
+    assert same == {**default, "model_name": "gpt-y"}
+    moved = service.llm_for({"provider": "openai", "base_url": "http://away/v1"}, kb)
+    assert "api_key" not in moved and moved["base_url"] == "http://away/v1"
+    given = service.llm_for({"base_url": "http://away/v1", "api_key": "sk-mine"}, kb)
+    assert given["api_key"] == "sk-mine"

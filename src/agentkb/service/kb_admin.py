@@ -89,13 +89,19 @@ def new_reranking(current: dict[str, Any] | None, given: Any) -> dict[str, Any] 
 
 
 def new_embedding(current: dict[str, Any], given: Any) -> dict[str, Any]:
-    """The `embedding_model` an update makes of the stored one (not sealed yet): its keys merged into the
-    stored model (same provider), `******` keeping a stored secret; 400 when it would send a stored key to
-    another server (`secrecy.check_bound`)."""
-    requested = {"model_name": given} if isinstance(given, str) else check_dict(given, "embedding_model")
-    new = embedding_config.normalize(restore_masked(requested, current), current)
+    """The `embedding_model` an update makes of the stored one (not sealed nor validated yet): its keys merged
+    into the stored model (same provider), `******` keeping a stored secret; 400 when it would send a stored
+    key to another server (`secrecy.check_bound`)."""
+    requested = _requested_embedding(given)
+    restored = restore_masked(requested, current)
+    same_provider = restored.get("provider", current.get("provider")) == current.get("provider")
+    new = {**current, **restored} if same_provider else dict(restored)  # as embedding_config.normalize
     check_bound(current, new, requested, "embedding_model.")
     return new
+
+
+def _requested_embedding(given: Any) -> dict[str, Any]:
+    return {"model_name": given} if isinstance(given, str) else check_dict(given, "embedding_model")
 
 
 def check_secrets(kb: KnowledgeBaseRow, changes: Mapping[str, Any]) -> None:
@@ -123,8 +129,8 @@ async def _embedding(
     """The row values for a new `embedding_model`: keys merged into the stored model (same provider); its
     secrets sealed (`******` sent back keeps the stored one)."""
     current = kb.embedding_model
-    merged = new_embedding(current, given)
-    changed = [k for k in IDENTITY_KEYS if merged.get(k) != current.get(k)]
+    requested = _requested_embedding(given)
+    changed = [k for k in IDENTITY_KEYS if k in requested and requested[k] != current.get(k)]
     if changed and await chunks.has_chunks(conn, kb.storage_table):
         raise BadRequest(
             f"You can't update '{changed[0]}' setting: knowledge base {kb.name} holds data embedded with "
@@ -132,7 +138,7 @@ async def _embedding(
             "embedding model.",
             title="Embedding model cannot change",
         )
-    new = box.seal(merged)
+    new = box.seal(embedding_config.normalize(new_embedding(current, given), current))
     if all(new.get(k) == current.get(k) for k in IDENTITY_KEYS):
         return {"embedding_model": new}  # e.g. a new api_key or base_url
     dim = await embedders.dimension(box.reveal(new, f"knowledge base {kb.name} embedding_model"))
