@@ -483,3 +483,79 @@ def test_evaluate_llm_gets_no_default_key_for_another_server() -> None:
     assert "api_key" not in moved and moved["base_url"] == "http://away/v1"
     given = service.llm_for({"base_url": "http://away/v1", "api_key": "sk-mine"}, kb)
     assert given["api_key"] == "sk-mine"
+
+
+def test_encrypted_values_are_never_taken_from_a_request(
+    client: httpx.Client, home: OpenAIStub, away: OpenAIStub, pg_url: str, unique: str
+) -> None:
+    """A stored key's encrypted text (read from a backup, say) sent as a secret would be decrypted for the
+    request's server: every create and update refuses it, and nothing reaches that server."""
+    kb = f"bind_enc_{unique}"
+    _kb(client, kb, _model(home, _key(unique, "enc"), dimensions=8))
+    with psycopg.connect(libpq(pg_url)) as conn:
+        row = conn.execute(
+            "SELECT embedding_model->>'api_key' FROM knowledge_bases WHERE name = %s", (kb,)
+        ).fetchone()
+    assert row is not None and str(row[0]).startswith("enc:v1:")
+    sealed = str(row[0])
+    away.reset()
+    agent = {"name": f"bind_enc_{unique}", "model": _model(away, sealed)}
+    body = assert_problem(client.post(f"{P}/agents", json={"agent": agent}), 400)
+    assert "'model.api_key' holds an encrypted value" in body["detail"], body
+    theirs = {"name": f"bind_enc2_{unique}", "embedding_model": _model(away, sealed, dimensions=8)}
+    assert_problem(client.post(f"{P}/knowledge_bases", json={"knowledge_base": theirs}), 400)
+    moved = {"embedding_model": {"base_url": away.base_url, "api_key": sealed}}
+    assert_problem(
+        client.put(f"{P}/knowledge_bases/{f'bind_enc_{unique}'}", json={"knowledge_base": {"params": moved}}),
+        400,
+    )
+    database = {
+        "name": f"bind_enc_{unique}",
+        "engine": "postgres",
+        "parameters": {"host": "x", "password": sealed},
+    }
+    assert_problem(client.post("/api/databases", json={"database": database}), 400)
+    assert client.get(f"{P}/agents/{agent['name']}").status_code == 404
+    assert client.get(f"/api/databases/{database['name']}").status_code == 404
+    assert client.get(f"{P}/knowledge_bases/{kb}").json()["embedding_model"]["base_url"] == home.base_url
+    _search(client, kb)
+    assert away.requests == []
+    client.delete(f"{P}/knowledge_bases/{kb}")
+
+
+def test_endpoint_fields_and_the_rule() -> None:
+    from agentkb.errors import BadRequest
+    from agentkb.secrecy import check_bound, is_endpoint_key
+
+    for name in (
+        "base_url",
+        "openai_api_base",
+        "anthropic_api_url",
+        "ollama_base_url",
+        "api_base",
+        "endpoint",
+        "azure_endpoint",
+        "baseUrl",
+        "host",
+        "port",
+        "user",
+        "username",
+        "database",
+        "dbname",
+        "url",
+        "uri",
+        "dsn",
+        "account",
+        "project",
+        "region",
+        "provider",
+    ):
+        assert is_endpoint_key(name), name
+    for name in ("api_key", "model_name", "temperature", "max_tokens", "schema", "timeout", "password"):
+        assert not is_endpoint_key(name), name
+    stored = {"host": "db-a", "port": 5432, "password": "enc:v1:0000abcd:token", "schema": "s"}
+    check_bound(stored, {**stored, "port": "5432", "schema": "t"}, {"port": "5432", "schema": "t"})
+    check_bound(stored, {**stored, "host": "db-b", "password": "new"}, {"host": "db-b", "password": "new"})
+    check_bound(stored, {"host": "db-b", "password": None}, {"host": "db-b", "password": None})  # dropped
+    with pytest.raises(BadRequest, match="'p.host' changed: send 'p.password' again"):
+        check_bound(stored, {**stored, "host": "db-b"}, {"host": "db-b", "password": MASK}, "p.")

@@ -31,6 +31,7 @@ from agentkb.secrecy.binding import (
     drop_carried,
     is_endpoint_key,
     refuse,
+    refuse_sealed,
 )
 from agentkb.secrecy.keys import KEY_FILE_NAME, KeySource, key_file, load_keys, write_key_file
 from agentkb.secrecy.masking import (
@@ -83,6 +84,7 @@ __all__ = [
     "mask_text",
     "parse_keys",
     "refuse",
+    "refuse_sealed",
     "plain_secret_count",
     "remember",
     "restore_masked",

@@ -79,6 +79,21 @@ def carried_secrets(stored: Mapping[str, Any], new: Mapping[str, Any], given: Ma
     ]
 
 
+def refuse_sealed(given: Any, stored: Any = None, prefix: str = "", path: str = "") -> None:
+    """400 for an encrypted value (`enc:v1:...`) in a request that is not the stored one at its place:
+    clients are never shown one, and one copied from another record would be decrypted for this one."""
+    if isinstance(given, Mapping):
+        for key, item in given.items():
+            refuse_sealed(item, stored, prefix, f"{path}.{key}" if path else str(key))
+    elif isinstance(given, list | tuple):
+        for index, item in enumerate(given):
+            refuse_sealed(item, stored, prefix, f"{path}.{index}")
+    elif is_sealed(given) and given != _at(stored, path):
+        raise BadRequest(
+            f"'{prefix}{path}' holds an encrypted value; send the secret itself", title="Invalid secret"
+        )
+
+
 def refuse(changed: list[str], carried: list[str], prefix: str = "") -> None:
     """400 when an endpoint changed and stored secrets would be kept; fields named with `prefix`."""
     if not changed or not carried:
@@ -95,7 +110,9 @@ def check_bound(
     stored: Mapping[str, Any], new: Mapping[str, Any], given: Mapping[str, Any], prefix: str = ""
 ) -> None:
     """Refuse `new` (what an update would store over `stored`, from the update `given`) when it changes an
-    endpoint field of `stored` but keeps one of its secrets that `given` did not send again."""
+    endpoint field of `stored` but keeps one of its secrets that `given` did not send again; and `given`
+    holding an encrypted value that is not `stored`'s (`refuse_sealed`)."""
+    refuse_sealed(given, stored, prefix)
     refuse(changed_endpoints(stored, new), carried_secrets(stored, new, given), prefix)
 
 

@@ -17,7 +17,14 @@ from sqlalchemy.exc import IntegrityError
 
 from agentkb.credentials import model_params
 from agentkb.errors import BadRequest, Conflict, NotFound, agent_not_found, project_not_found
-from agentkb.secrecy import SecretBox, carried_secrets, changed_endpoints, refuse, restore_masked
+from agentkb.secrecy import (
+    SecretBox,
+    carried_secrets,
+    changed_endpoints,
+    refuse,
+    refuse_sealed,
+    restore_masked,
+)
 from agentkb.service import projects
 from agentkb.storage import agents as repo
 from agentkb.storage.agents import AgentRow
@@ -171,6 +178,8 @@ def _check_bound(
 ) -> None:
     """400 when an update moves the agent's LLM to another server (its model and the flat params that
     reach the model, as `credentials.llm_config` merges them) but keeps a stored key it did not send."""
+    refuse_sealed(given_model, agent.model, "model.")
+    refuse_sealed(given_params, agent.params, "params.")
     old_params, new_params = model_params(agent.params), model_params(params)
     changed = changed_endpoints({**old_params, **agent.model}, {**new_params, **model})
     carried = [f"model.{k}" for k in carried_secrets(agent.model, model, given_model)]
@@ -219,6 +228,8 @@ class AgentService:
         }
         prompt = _prompt(given)
         params = _params(given)
+        refuse_sealed(model, None, "model.")
+        refuse_sealed(params, None, "params.")
         try:
             async with self.db.transaction() as conn:
                 project = await projects.resolve(conn, project_name)

@@ -19,7 +19,7 @@ from typing import Any, cast
 from sqlalchemy import Engine
 
 from agentkb.errors import BadRequest, Conflict, NotFound
-from agentkb.secrecy import SecretBox, check_bound, restore_masked
+from agentkb.secrecy import SecretBox, check_bound, refuse_sealed, restore_masked
 from agentkb.sql import datasources, pushdown
 from agentkb.storage import data_sources as repo
 from agentkb.storage import projects as project_rows
@@ -91,6 +91,7 @@ class DataSourceService:
             raise BadRequest("'engine' is required", title="Missing field")
         kind = datasources.check_engine(engine)
         params = {} if parameters is None else check_dict(parameters, "parameters")
+        refuse_sealed(params, None, "parameters.")
         if check_connection:
             datasources.connection_spec(kind, params)  # 400 on malformed parameters, before any network I/O
         if is_system(checked):

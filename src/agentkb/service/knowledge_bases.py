@@ -15,7 +15,7 @@ from sqlalchemy.exc import IntegrityError
 from agentkb.errors import BadRequest, Conflict, kb_not_found, project_not_found
 from agentkb.kb.embedders import config as embedding_config
 from agentkb.kb.filters import Filter
-from agentkb.secrecy import SecretBox, drop_carried
+from agentkb.secrecy import SecretBox, drop_carried, refuse_sealed
 from agentkb.service import projects
 from agentkb.service.kb_admin import check_ef_search
 from agentkb.storage import chunk_search, chunks
@@ -105,6 +105,7 @@ class KnowledgeBaseService:
         params = dict(check_dict(given.params, "params")) if given.params is not None else {}
         settings = {key: params.pop(key) for key in SETTING_KEYS if key in params}
         settings.update({key: getattr(given, key) for key in SETTING_KEYS if getattr(given, key) is not None})
+        refuse_sealed({**params, **settings})
         given_embedding = settings.get("embedding_model") or None
         embedding = embedding_config.normalize(given_embedding, self.default_embedding_model)
         if isinstance(given_embedding, dict):  # the default's key stays with the default's server
