@@ -7,7 +7,9 @@ update did not send it again (left out of a merge, or sent back as `******`) is 
 raises a 400 that names the secret fields to send again, before anything is written. Changes that touch no
 endpoint field keep the stored secrets (the read-modify-write round trip of the SDKs), and so does an
 update that gives every kept secret again. `drop_carried` is the same rule for defaults the caller never
-saw (the server's default model): their secrets are left out instead of refused.
+saw (the server's default model): their secrets are left out instead of refused. `refuse_sealed` turns
+away an encrypted value sent in a request unless it is the stored one at its place (one copied from a
+backup would otherwise be decrypted for the request's server).
 """
 
 from __future__ import annotations
