@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from agentkb.secrecy import MASK, refuse
+
 OPENAI_HOST = "api.openai.com"
 
 # The environment keys of each provider, and the host they are for (None: only when no base_url is given).
@@ -84,11 +86,22 @@ def _is_credential(key: str) -> bool:
     return key.endswith(("api_key", "api_base", "api_url", "base_url", "organization"))
 
 
+def model_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The flat agent parameters that reach its LLM: settings and credentials (`openai_api_key`, ...)."""
+    return {
+        k: v for k, v in (params or {}).items() if v is not None and (k in SETTING_KEYS or _is_credential(k))
+    }
+
+
 def _env_key(provider: str, base_url: str | None) -> str | None:
     names, host = ENV_KEYS.get(provider, ((), None))
     if base_url is not None and (host is None or _host(base_url) != host):
         return None  # the server's key never goes to a server the agent names
     return next((os.environ[n] for n in names if os.environ.get(n)), None)
+
+
+def _same_server(a: str | None, b: str | None) -> bool:
+    return (a or "").rstrip("/") == (b or "").rstrip("/")
 
 
 def llm_config(
@@ -104,20 +117,23 @@ def llm_config(
     26.1 merges `default_llm`), the agent (its flat LLM params under its `model` object, as MindsDB 25.14
     merges them), a per-query `model` override (alone when it names another provider). Settings merge key
     by key. Credentials never mix: key, base URL and organization come together from the highest layer
-    that gives any of them, so a key is only ever sent to the server given with it. Without a key, the
-    provider's environment key (`OPENAI_API_KEY`, ...) is used only when no base URL is given or it is
-    the provider's own host.
+    that gives any of them, so a key is only ever sent to the server given with it. A per-query override
+    of the agent's provider that gives credentials without a key uses the agent's stored key only for the
+    agent's own server: naming another server is a 400 asking for its key (`******` gives nothing).
+    Without a key, the provider's environment key (`OPENAI_API_KEY`, ...) is used only when no base URL is
+    given or it is the provider's own host.
     """
-    flat = {
-        k: v for k, v in (params or {}).items() if v is not None and (k in SETTING_KEYS or _is_credential(k))
-    }
-    agent = {**flat, **model}
+    agent = {**model_params(params), **model}
     provider = str(agent.get("provider") or "")
     layers = [agent]
+    stored_key: dict[str, str] = {}  # the agent's own credentials, when a same-provider override follows
     if override:
+        override = {k: v for k, v in override.items() if v != MASK}
         override_provider = str(override.get("provider") or provider)
         if override_provider != provider:
             layers, provider = [], override_provider
+        else:
+            stored_key = _credentials(provider, agent)
         layers.append({**override, "provider": override_provider})
     if default and str(default.get("provider") or "") == provider:
         layers.insert(0, dict(default))
@@ -130,6 +146,10 @@ def llm_config(
         credentials = _credentials(provider, layer)
         if credentials:
             break
+    if stored_key.get("api_key") and credentials and "api_key" not in credentials:
+        if not _same_server(credentials.get("base_url"), stored_key.get("base_url")):
+            refuse(["base_url"], ["api_key"], "model.")  # the query's `USING model = {...}`
+        credentials["api_key"] = stored_key["api_key"]
     if "api_key" not in credentials:
         env = _env_key(provider, credentials.get("base_url"))
         if env is not None:

@@ -187,14 +187,20 @@ def test_sql_agent_statements_and_query_options(client: httpx.Client, stub: Open
     assert request.body["model"] == "gpt-4o-mini" and request.body["temperature"] == 0.5
     assert "per query prompt" in request.messages[0]["content"]
 
-    # another server named per query: the agent's key stays with the agent's server
+    # another server named per query: the agent's key stays with the agent's server (a 400 asks for one)
     other = stub.base_url.replace("127.0.0.1", "localhost")
-    stub.script(text("elsewhere"))
-    (star,) = table(
+    moved = sql(
         client, f"SELECT * FROM {agent} WHERE question = 'hi' USING model = {{'base_url': '{other}'}}"
     )
+    assert moved["type"] == "error" and "send 'model.api_key' again" in moved["error_message"], moved
+    stub.script(text("elsewhere"))
+    (star,) = table(
+        client,
+        f"SELECT * FROM {agent} WHERE question = 'hi' "
+        f"USING model = {{'base_url': '{other}', 'api_key': 'sk-query'}}",
+    )
     assert star == {"answer": "elsewhere", "question": "hi"}
-    assert stub.requests[-1].headers["authorization"] != "Bearer sk-flat"
+    assert stub.requests[-1].headers["authorization"] == "Bearer sk-query"
 
     refused = sql(client, f"SELECT answer FROM {agent} WHERE question = 'hi' USING bogus = 1")
     assert refused["type"] == "error" and "USING bogus is not supported" in refused["error_message"]

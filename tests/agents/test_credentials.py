@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 
 from agentkb.credentials import llm_config, openai_env_key
+from agentkb.errors import BadRequest
+from agentkb.secrecy import MASK
 
 OPENAI = {"provider": "openai", "model_name": "gpt-4o"}
 
@@ -88,9 +90,15 @@ def test_per_query_override() -> None:
     agent = {**OPENAI, "api_key": "sk-agent", "base_url": "http://mine/v1"}
     same = llm_config(agent, None, None, {"model_name": "gpt-4o-mini", "temperature": 0})
     assert same == {**agent, "model_name": "gpt-4o-mini", "temperature": 0}
-    # another server: the agent's key stays with the agent's server
-    moved = llm_config(agent, None, None, {"base_url": "http://elsewhere/v1"})
-    assert moved["base_url"] == "http://elsewhere/v1" and "api_key" not in moved
+    # another server: the agent's key stays with the agent's server; the query must give its own key
+    for given in ({"base_url": "http://elsewhere/v1"}, {"base_url": "http://elsewhere/v1", "api_key": MASK}):
+        with pytest.raises(BadRequest, match="'model.api_key' again"):
+            llm_config(agent, None, None, given)
+    moved = llm_config(agent, None, None, {"base_url": "http://elsewhere/v1", "api_key": "sk-q"})
+    assert (moved["base_url"], moved["api_key"]) == ("http://elsewhere/v1", "sk-q")
+    # the agent's own server named again (`******` gives nothing): the agent's key
+    same_server = llm_config(agent, None, None, {"base_url": "http://mine/v1/", "api_key": MASK})
+    assert same_server["api_key"] == "sk-agent"
     # another provider: nothing of the agent's model is reused
     other = llm_config(agent, None, None, {"provider": "anthropic", "model_name": "claude-x"})
     assert other == {"provider": "anthropic", "model_name": "claude-x", "api_key": "sk-ant-server"}

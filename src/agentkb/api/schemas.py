@@ -129,6 +129,11 @@ class KnowledgeBaseRecord(BaseModel):
     params: dict[str, Any]
     document_count: int | None = Field(None, description="GET of one knowledge base only.")
     chunk_count: int | None = Field(None, description="GET of one knowledge base only.")
+    endpoints: dict[str, str] | None = Field(
+        None,
+        description="An import's answer only: each model and the URL it calls with the keys given (`local`: "
+        "computed in the server, no request).",
+    )
 
 
 def kb_record(row: KnowledgeBaseRow) -> dict[str, Any]:

@@ -131,5 +131,11 @@ async def import_knowledge_base(project_name: str, request: Request, services: S
         )
     record = kb_record(imported.kb)
     return JSON(
-        {**record, "document_count": imported.documents, "chunk_count": imported.chunks}, status_code=201
+        {
+            **record,
+            "document_count": imported.documents,
+            "chunk_count": imported.chunks,
+            "endpoints": imported.endpoints,
+        },
+        status_code=201,
     )

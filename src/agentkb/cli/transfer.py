@@ -252,6 +252,8 @@ def import_(
         f"imported {record['project_name']}.{record['name']}: {record['document_count']:,} documents, "
         f"{record['chunk_count']:,} chunks"
     )
+    for model, endpoint in (record.get("endpoints") or {}).items():  # where the given keys will go
+        typer.echo(f"  {model}: {endpoint}")
 
 
 def _import_local(
@@ -272,6 +274,7 @@ def _import_local(
                 "name": imported.kb.name,
                 "document_count": imported.documents,
                 "chunk_count": imported.chunks,
+                "endpoints": imported.endpoints,
             }
 
         return cast(dict[str, Any], _local(data_dir, work))

@@ -91,17 +91,24 @@ def strip_secrets(value: Any, path: str = "") -> tuple[Any, list[str]]:
 
 
 def put_secrets(
-    definition: dict[str, Any], omitted: Iterable[str], given: Mapping[str, str]
+    definition: dict[str, Any], omitted: Iterable[str], given: Mapping[str, str], where: str = ""
 ) -> dict[str, Any]:
     """`definition` with the secrets `given` (path → value) put back at their paths. Every omitted path
-    must be given; a path given that was not omitted must name a field of an object that exists."""
+    must be given; a path given that was not omitted must name a field of an object that exists. `where`
+    (the models' endpoints) is told with a missing secret, so the operator sees where a key will go."""
     missing = [path for path in omitted if path not in given]
     if missing:
         raise BadRequest(
             f"The export file leaves out the secret(s) {', '.join(missing)}; give them with the import "
             "(HTTP form fields `embedding_api_key` / `reranking_api_key` or `secrets` = a JSON object "
-            "{path: value}; CLI --embedding-api-key / --reranking-api-key / --secret PATH=VALUE)",
+            "{path: value}; CLI --embedding-api-key / --reranking-api-key / --secret PATH=VALUE)"
+            + (f". The models call: {where}" if where else ""),
             title="Secrets required",
+        )
+    if any(is_sealed(value) for value in given.values()):
+        raise BadRequest(
+            "A secret given with an import must be the plain value, not an encrypted one",
+            title="Invalid secret",
         )
     out: dict[str, Any] = orjson.loads(orjson.dumps(definition))  # a deep copy
     for path, value in given.items():

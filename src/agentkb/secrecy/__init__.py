@@ -16,10 +16,23 @@
   from a key file generated once (`<data_dir>/secret.key`, mode 0600). Values are revealed only where
   they are used (calling a provider, connecting to a database) and never into a response.
 
+- **Binding**: a stored secret is sent only to the endpoint it was given with: an update that changes an
+  endpoint field (`base_url` and its spellings, `host`, `port`, `user`, `database`, `provider`, ...) while
+  keeping a stored secret it did not send again is a 400 naming the secrets to send (`check_bound`).
+
 The package: `masking` (names, `mask_secrets`, `mask_text`), `sealing` (`SecretBox`), `keys` (the key's
-source). Everything public is importable from `agentkb.secrecy`.
+source), `binding` (`check_bound`, `drop_carried`). Everything public is importable from `agentkb.secrecy`.
 """
 
+from agentkb.secrecy.binding import (
+    carried_secrets,
+    changed_endpoints,
+    check_bound,
+    drop_carried,
+    is_endpoint_key,
+    refuse,
+    refuse_sealed,
+)
 from agentkb.secrecy.keys import KEY_FILE_NAME, KeySource, key_file, load_keys, write_key_file
 from agentkb.secrecy.masking import (
     MASK,
@@ -55,8 +68,13 @@ __all__ = [
     "SecretBox",
     "SecretKeyError",
     "SecretUnavailable",
+    "carried_secrets",
+    "changed_endpoints",
+    "check_bound",
+    "drop_carried",
     "generate_key",
     "has_url_password",
+    "is_endpoint_key",
     "is_sealed",
     "is_secret_key",
     "key_file",
@@ -65,6 +83,8 @@ __all__ = [
     "mask_secrets",
     "mask_text",
     "parse_keys",
+    "refuse",
+    "refuse_sealed",
     "plain_secret_count",
     "remember",
     "restore_masked",

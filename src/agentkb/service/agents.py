@@ -15,9 +15,17 @@ from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
+from agentkb.credentials import model_params
 from agentkb.destinations import check_model_urls
 from agentkb.errors import BadRequest, Conflict, NotFound, agent_not_found, project_not_found
-from agentkb.secrecy import SecretBox, restore_masked
+from agentkb.secrecy import (
+    SecretBox,
+    carried_secrets,
+    changed_endpoints,
+    refuse,
+    refuse_sealed,
+    restore_masked,
+)
 from agentkb.service import access, projects
 from agentkb.storage import agents as repo
 from agentkb.storage.agents import AgentRow
@@ -174,6 +182,24 @@ def _data(given: AgentInput) -> Any:
     return given.data
 
 
+def _check_bound(
+    agent: AgentRow,
+    model: dict[str, Any],
+    params: dict[str, Any],
+    given_model: dict[str, Any],
+    given_params: dict[str, Any],
+) -> None:
+    """400 when an update moves the agent's LLM to another server (its model and the flat params that
+    reach the model, as `credentials.llm_config` merges them) but keeps a stored key it did not send."""
+    refuse_sealed(given_model, agent.model, "model.")
+    refuse_sealed(given_params, agent.params, "params.")
+    old_params, new_params = model_params(agent.params), model_params(params)
+    changed = changed_endpoints({**old_params, **agent.model}, {**new_params, **model})
+    carried = [f"model.{k}" for k in carried_secrets(agent.model, model, given_model)]
+    carried += [f"params.{k}" for k in carried_secrets(old_params, new_params, given_params)]
+    refuse(changed, carried)
+
+
 class AgentService:
     def __init__(self, db: Database, default_model: dict[str, Any], *, box: SecretBox | None = None) -> None:
         self.db = db
@@ -219,6 +245,8 @@ class AgentService:
         }
         prompt = _prompt(given)
         params = _params(given)
+        refuse_sealed(model, None, "model.")
+        refuse_sealed(params, None, "params.")
         try:
             async with self.db.transaction() as conn:
                 project = await projects.resolve(conn, project_name)
@@ -257,8 +285,10 @@ class AgentService:
                 if await repo.get(conn, project.id, new_name) is not None:
                     raise Conflict(f"Agent with name {new_name} already exists", title="Agent already exists")
                 values["name"] = new_name
+            new_model, new_params = agent.model, agent.params
             if model is not None:
-                values["model"] = self.box.seal(restore_masked(model, agent.model))
+                new_model = restore_masked(model, agent.model)
+                values["model"] = self.box.seal(new_model)
             data = _data(given)
             if data is not None:
                 values["data"] = build_data(data, project)
@@ -267,7 +297,9 @@ class AgentService:
                 values["prompt_template"] = prompt
             if given.params is not None:
                 merged = {**agent.params, **restore_masked(_params(given), agent.params)}
-                values["params"] = self.box.seal({k: v for k, v in merged.items() if v is not None})
+                new_params = {k: v for k, v in merged.items() if v is not None}
+                values["params"] = self.box.seal(new_params)
+            _check_bound(agent, new_model, new_params, model or {}, _params(given))
             try:
                 async with conn.begin_nested():
                     return self._shown(await repo.update(conn, agent.id, values))

@@ -3,7 +3,9 @@
 Names share MindsDB's one namespace with projects and system databases, and are matched case-insensitively
 (the exact spelling first; DROP DATABASE matches exactly, as MindsDB's).
 Secret parameters (`password`, tokens, keys) are stored sealed (`secrecy.SecretBox`), masked by the
-encoders, and decrypted only to connect. A secret sent back as `******` on update keeps the stored one.
+encoders, and decrypted only to connect. A secret sent back as `******` on update keeps the stored one, unless
+the update changes where the source connects (`host`, `port`, `user`, `database`, ...): then each stored
+secret must be sent again (`secrecy.check_bound`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from sqlalchemy import Engine
 
 from agentkb.destinations import DataSourcePolicy
 from agentkb.errors import BadRequest, Conflict, NotFound
-from agentkb.secrecy import SecretBox, restore_masked
+from agentkb.secrecy import SecretBox, check_bound, refuse_sealed, restore_masked
 from agentkb.service import access
 from agentkb.sql import datasources, pushdown
 from agentkb.storage import data_sources as repo
@@ -103,6 +105,7 @@ class DataSourceService:
         kind = datasources.check_engine(engine)
         params = {} if parameters is None else check_dict(parameters, "parameters")
         datasources.check_destination(kind, params, self.policy)
+        refuse_sealed(params, None, "parameters.")
         if check_connection:  # 400 on malformed parameters, before any network I/O
             datasources.connection_spec(kind, params, self.policy)
         if is_system(checked):
@@ -153,6 +156,7 @@ class DataSourceService:
         given = {} if parameters is None else check_dict(parameters, "parameters")
         merged = {**stored.parameters, **restore_masked(given, stored.parameters)}
         datasources.check_destination(stored.engine, given, self.policy)
+        check_bound(stored.parameters, merged, given, "parameters.")  # a password for host A is not for B
         if check_connection:
             plain = self.box.reveal(merged, f"database {key} parameters")
             datasources.connection_spec(stored.engine, plain, self.policy)

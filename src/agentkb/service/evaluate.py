@@ -31,7 +31,7 @@ from agentkb.errors import BadRequest, NotFound, UpstreamError
 from agentkb.kb import evaluate as metrics
 from agentkb.kb import rerank
 from agentkb.kb.search import SearchOptions
-from agentkb.secrecy import mask_secrets, mask_text, secret_values
+from agentkb.secrecy import drop_carried, mask_secrets, mask_text, secret_values
 from agentkb.service import access
 from agentkb.service.search import SearchService
 from agentkb.storage import evaluations as repo
@@ -227,7 +227,7 @@ class EvaluateService:
             return {"provider": "openai", **chosen}  # MindsDB's LLMClient: openai unless told otherwise
         if provider is not None and provider != base.get("provider"):
             return dict(chosen)  # another provider: the default's key and URL are not for it
-        return {**base, **chosen}
+        return drop_carried(base, {**base, **chosen}, chosen)  # the default's key stays with its server
 
     # --- generating test data --------------------------------------------------------------------------
     async def _sample(

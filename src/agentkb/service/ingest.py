@@ -119,6 +119,7 @@ class IngestService:
                 await projects.resolve(conn, project_name)  # 404 for the project first, if that is missing
                 raise kb_not_found(kb_name)
             if "params" in request:
+                kb_admin.check_secrets(kb, check_dict(request["params"], "params"))
                 stored = {"embedding_model": kb.embedding_model, "reranking_model": kb.reranking_model}
                 request["params"] = self.box.seal(restore_masked(request["params"], stored))
             if sql is not None:

@@ -24,7 +24,7 @@ from agentkb.kb.chunking import chunk_document, chunking_config, content_hash
 from agentkb.kb.documents import Document
 from agentkb.kb.embedders import config as embedding_config
 from agentkb.kb.embedders.registry import EmbedderRegistry
-from agentkb.secrecy import SecretBox, restore_masked
+from agentkb.secrecy import SecretBox, check_bound, restore_masked
 from agentkb.service import access, projects
 from agentkb.storage import chunks, jobs
 from agentkb.storage import knowledge_bases as repo
@@ -74,14 +74,45 @@ def check_ef_search(value: Any) -> int:
     return value
 
 
-def _reranking(current: dict[str, Any] | None, given: Any, box: SecretBox) -> dict[str, Any] | None:
+def new_reranking(current: dict[str, Any] | None, given: Any) -> dict[str, Any] | None:
+    """The `reranking_model` an update makes of the stored one (not sealed yet); 400 when it would send a
+    stored key to another server (`secrecy.check_bound`)."""
     if given is None or given is False:
         return None  # MindsDB stores {} for `false`: no reranking either way
-    new = restore_masked(check_dict(given, "reranking_model"), current or {})
+    requested = check_dict(given, "reranking_model")
+    restored = restore_masked(requested, current or {})
+    if "provider" in restored and restored["provider"] != (current or {}).get("provider"):
+        new = dict(restored)  # another provider: the given model alone
+    else:
+        new = {**(current or {}), **restored}
+    check_bound(current or {}, new, requested, "reranking_model.")
     check_model_urls(new, "reranking_model")
-    if "provider" in new and new["provider"] != (current or {}).get("provider"):
-        return box.seal(dict(new)) or None  # another provider: the given model alone
-    return box.seal({**(current or {}), **new}) or None
+    return new or None
+
+
+def new_embedding(current: dict[str, Any], given: Any) -> dict[str, Any]:
+    """The `embedding_model` an update makes of the stored one (not sealed nor validated yet): its keys merged
+    into the stored model (same provider), `******` keeping a stored secret; 400 when it would send a stored
+    key to another server (`secrecy.check_bound`)."""
+    requested = _requested_embedding(given)
+    restored = restore_masked(requested, current)
+    same_provider = restored.get("provider", current.get("provider")) == current.get("provider")
+    new = {**current, **restored} if same_provider else dict(restored)  # as embedding_config.normalize
+    check_bound(current, new, requested, "embedding_model.")
+    return new
+
+
+def _requested_embedding(given: Any) -> dict[str, Any]:
+    return {"model_name": given} if isinstance(given, str) else check_dict(given, "embedding_model")
+
+
+def check_secrets(kb: KnowledgeBaseRow, changes: Mapping[str, Any]) -> None:
+    """400 (before anything is queued or written) when `changes` would send a stored key of `kb`'s models
+    to another server: an insert's `params` are checked when it is submitted, and again when it runs."""
+    if changes.get("embedding_model") is not None:
+        new_embedding(kb.embedding_model, changes["embedding_model"])
+    if changes.get("reranking_model") is not None:
+        new_reranking(kb.reranking_model, changes["reranking_model"])
 
 
 def _columns(given: Any, key: str) -> list[str] | None:
@@ -100,8 +131,7 @@ async def _embedding(
     """The row values for a new `embedding_model`: keys merged into the stored model (same provider); its
     secrets sealed (`******` sent back keeps the stored one)."""
     current = kb.embedding_model
-    requested = {"model_name": given} if isinstance(given, str) else check_dict(given, "embedding_model")
-    requested = restore_masked(requested, current)
+    requested = _requested_embedding(given)
     changed = [k for k in IDENTITY_KEYS if k in requested and requested[k] != current.get(k)]
     if changed and await chunks.has_chunks(conn, kb.storage_table):
         raise BadRequest(
@@ -110,7 +140,7 @@ async def _embedding(
             "embedding model.",
             title="Embedding model cannot change",
         )
-    new = box.seal(embedding_config.normalize(requested, current))
+    new = box.seal(embedding_config.normalize(new_embedding(current, given), current))
     if all(new.get(k) == current.get(k) for k in IDENTITY_KEYS):
         return {"embedding_model": new}  # e.g. a new api_key or base_url
     dim = await embedders.dimension(box.reveal(new, f"knowledge base {kb.name} embedding_model"))
@@ -134,7 +164,7 @@ async def apply_settings(
     if "embedding_model" in changes:
         values.update(await _embedding(conn, kb, changes["embedding_model"], embedders, box))
     if "reranking_model" in changes:
-        values["reranking_model"] = _reranking(kb.reranking_model, changes["reranking_model"], box)
+        values["reranking_model"] = box.seal(new_reranking(kb.reranking_model, changes["reranking_model"]))
     if "id_column" in changes:
         values["id_column"] = _id_column(changes["id_column"])
     for key in ("content_columns", "metadata_columns"):

@@ -16,7 +16,7 @@ from agentkb.destinations import check_model_urls
 from agentkb.errors import BadRequest, Conflict, kb_not_found, project_not_found
 from agentkb.kb.embedders import config as embedding_config
 from agentkb.kb.filters import Filter
-from agentkb.secrecy import SecretBox
+from agentkb.secrecy import SecretBox, drop_carried, refuse_sealed
 from agentkb.service import access, projects
 from agentkb.service.kb_admin import check_ef_search
 from agentkb.storage import chunk_search, chunks
@@ -60,7 +60,7 @@ def _reranking(value: Any, default: dict[str, Any]) -> dict[str, Any] | None:
     check_model_urls(given, "reranking_model")
     if "provider" in given and given["provider"] != default.get("provider"):
         return given
-    merged = {**default, **given}
+    merged = drop_carried(default, {**default, **given}, given)  # the default's key stays with its server
     return merged or None
 
 
@@ -111,9 +111,11 @@ class KnowledgeBaseService:
         params = dict(check_dict(given.params, "params")) if given.params is not None else {}
         settings = {key: params.pop(key) for key in SETTING_KEYS if key in params}
         settings.update({key: getattr(given, key) for key in SETTING_KEYS if getattr(given, key) is not None})
-        embedding = embedding_config.normalize(
-            settings.get("embedding_model") or None, self.default_embedding_model
-        )
+        refuse_sealed({**params, **settings})
+        given_embedding = settings.get("embedding_model") or None
+        embedding = embedding_config.normalize(given_embedding, self.default_embedding_model)
+        if isinstance(given_embedding, dict):  # the default's key stays with the default's server
+            embedding = drop_carried(self.default_embedding_model, embedding, given_embedding)
         if "ef_search" in params:  # the KB's HNSW search breadth (kb_admin)
             if params["ef_search"] is None:
                 del params["ef_search"]

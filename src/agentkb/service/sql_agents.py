@@ -8,8 +8,8 @@ An agent as a table (MindsDB 25.14's ApplyPredictorRowStep, 26.1's select target
 - `WHERE` is `question = '...'`, optionally `AND <column> = <value> ...`: the other columns travel with the
   question, as MindsDB passes the WHERE row to the agent, and come back as columns of the answer row;
 - `USING timeout = n, max_iterations = n, prompt_template = '...', model = {...} | '<model name>'` override
-  the agent's settings for this query (a `model` naming another provider or server does not reuse the
-  agent's key: `credentials.llm_config`);
+  the agent's settings for this query (a `model` naming another provider does not reuse the agent's key;
+  one naming another server without its own key is a 400: `credentials.llm_config`);
 - selected columns beyond `answer`, `question` and the WHERE columns are asked of the model as structured
   output (one row per item it returns; MindsDB 26.1 fills columns the agent did not produce with NULL,
   and so does agentkb when the model answers in plain text);

@@ -14,8 +14,10 @@ from sqlalchemy.exc import IntegrityError
 
 from agentkb import __version__
 from agentkb.errors import Conflict, kb_not_found, project_not_found
-from agentkb.kb.transfer import ExportEncoder, ExportReader, Header, put_secrets, strip_secrets
-from agentkb.secrecy import SecretBox
+from agentkb.kb import model_endpoints
+from agentkb.kb.model_endpoints import describe
+from agentkb.kb.transfer import ExportEncoder, ExportReader, Header, bad_file, put_secrets, strip_secrets
+from agentkb.secrecy import SecretBox, sealed_key_ids
 from agentkb.service import access, projects
 from agentkb.service.kb_admin import index_options
 from agentkb.storage import chunks, transfer
@@ -44,6 +46,7 @@ class Imported:
     kb: KnowledgeBaseRow
     documents: int
     chunks: int
+    endpoints: dict[str, str]  # each model and where it sends its requests (and keys)
 
 
 def _definition(kb: KnowledgeBaseRow) -> dict[str, Any]:
@@ -123,14 +126,20 @@ class TransferService:
     ) -> Imported:
         """Create a knowledge base from an export file (`name`: another name than the file's). `secrets`
         (path → value, e.g. `embedding_model.api_key`) gives back what the export left out; each is
-        sealed before it is stored. 400: a bad file or a missing secret; 404: no such project; 409: the
-        name is taken; 413: the file inflates past `max_inflated_bytes`."""
+        sealed before it is stored. The models' endpoints are checked (`kb.model_endpoints`) and told in
+        the answer and with a missing secret: an imported KB's keys go only where the operator sees. 400: a
+        bad file, a bad endpoint or a missing secret; 404: no such project; 409: the name is taken; 413: the
+        file inflates past `max_inflated_bytes`."""
         access.require_write("importing a knowledge base")
         access.require_project(project_name)
         reader = ExportReader(source, max_inflated=self.max_inflated_bytes)
         header = await asyncio.to_thread(reader.read_header)
         kb_name = check_name(name if name is not None else header.definition["name"], "name")
-        definition = put_secrets(header.definition, header.secrets_omitted, secrets or {})
+        if sealed_key_ids(header.definition):  # it would be decrypted with this server's key
+            raise bad_file("line 1: the definition holds an encrypted value; an export never does")
+        where = model_endpoints.check_endpoints(header.definition)
+        definition = put_secrets(header.definition, header.secrets_omitted, secrets or {}, describe(where))
+        model_endpoints.check_endpoints(definition)  # a secret given at an endpoint's path
         async with self.db.connect() as conn:  # fail fast, before the file is read
             project = await projects.resolve(conn, project_name)
             if await repo.get(conn, project.id, kb_name) is not None:
@@ -152,7 +161,7 @@ class TransferService:
                 documents, total = await chunks.counts(conn, kb.storage_table)
         except IntegrityError as exc:  # the project was deleted meanwhile
             raise project_not_found(project_name) from exc
-        return Imported(kb, documents, total)
+        return Imported(kb, documents, total, model_endpoints.endpoints(definition))
 
     async def _create(
         self, conn: Any, project_id: int, name: str, definition: dict[str, Any], header: Header

@@ -1,0 +1,88 @@
+"""Where a knowledge base's models send their requests, and with them its keys: each model's endpoint, shown
+by an import (its answer, a missing-secret error, `agentkb import`) so that the operator sees where the
+keys they give will go, and checked before an imported definition is stored (an http(s) URL with a host,
+never a link-local or cloud-metadata address)."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from agentkb.errors import BadRequest
+from agentkb.kb.embedders import config as embedding_config
+
+MODEL_KEYS = ("embedding_model", "reranking_model")
+LOCAL = "local"  # computed in this process: no request, no key
+DEFAULT_URLS = {"openai": "https://api.openai.com/v1", "ollama": embedding_config.OLLAMA_BASE_URL}
+# cloud instance-metadata services: never a model server, and they hand out the host's own credentials
+METADATA_HOSTS = frozenset(
+    {"metadata", "metadata.google.internal", "metadata.goog", "instance-data", "instance-data.ec2.internal"}
+)
+METADATA_ADDRESSES = frozenset(
+    ipaddress.ip_address(a) for a in ("169.254.169.254", "fd00:ec2::254", "100.100.100.200")
+)
+
+
+def endpoint(key: str, model: Mapping[str, Any]) -> str:
+    """The URL model `key` (`embedding_model` or `reranking_model`) is called at, or `local`."""
+    url = model.get("base_url")
+    if url is not None:
+        return str(url)
+    provider = str(model.get("provider") or "openai")
+    if key == "embedding_model" and provider != "ollama":
+        try:
+            if embedding_config.kind(dict(model)) == embedding_config.LOCAL:
+                return LOCAL
+        except KeyError:
+            pass  # an unknown provider: refused when the model is first used
+    return DEFAULT_URLS.get(provider, DEFAULT_URLS["openai"])
+
+
+def endpoints(definition: Mapping[str, Any]) -> dict[str, str]:
+    """Each model of a KB definition and its endpoint."""
+    return {
+        key: endpoint(key, model)
+        for key in MODEL_KEYS
+        if isinstance(model := definition.get(key), Mapping) and model
+    }
+
+
+def check_endpoint(field: str, url: str) -> None:
+    """400 unless `url` is `local` or an http(s) URL with a host that is not link-local or metadata."""
+    if url == LOCAL:
+        return
+    try:
+        parts = urlsplit(url)
+        host = (parts.hostname or "").lower()
+    except ValueError:
+        parts, host = None, ""
+    if parts is None or parts.scheme not in ("http", "https") or not host:
+        raise BadRequest(
+            f"'{field}.base_url' must be an http(s) URL with a host, got {url!r}", title="Invalid endpoint"
+        )
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        address = None
+    if host in METADATA_HOSTS or (
+        address is not None and (address.is_link_local or address in METADATA_ADDRESSES)
+    ):
+        raise BadRequest(
+            f"'{field}.base_url' {url!r} is a link-local or cloud-metadata address, never a model server",
+            title="Invalid endpoint",
+        )
+
+
+def check_endpoints(definition: Mapping[str, Any]) -> dict[str, str]:
+    """The definition's endpoints (`endpoints`), each checked (`check_endpoint`)."""
+    found = endpoints(definition)
+    for field, url in found.items():
+        check_endpoint(field, url)
+    return found
+
+
+def describe(found: Mapping[str, str]) -> str:
+    """`embedding_model → https://…, reranking_model → local` for messages."""
+    return ", ".join(f"{field} → {url}" for field, url in found.items())
