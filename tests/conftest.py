@@ -26,6 +26,11 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # One key for every app and service this test process builds on the shared database (they would each
 # generate their own key file otherwise, and could not read each other's secrets).
 os.environ.setdefault("AGENTKB_SECRET_KEY", "8yOMxCOpKOmJ1D2cLRqQjh9ngKk8p3lKMCa2ZgbYzR4=")
+# The data-source tests read the suite's own PostgreSQL over its socket (`externals.pg_source`) and SQLite
+# files in temporary directories: the operator settings that allow both, for every app a test builds (the
+# destination policy's own tests turn them off explicitly; `agentkb serve` processes get no AGENTKB_ variable).
+os.environ.setdefault("AGENTKB_DATA_SOURCE_ALLOW_LOCAL", "true")
+os.environ.setdefault("AGENTKB_DATA_SOURCE_FILE_DIR", tempfile.gettempdir())
 
 
 def free_port() -> int:
@@ -87,10 +92,6 @@ def settings(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Any:
         job_heartbeat_s=0.5,
         job_stale_after_s=5,
         crawl_allow_private=True,  # the crawler tests serve their site on 127.0.0.1
-        # the data-source tests read the suite's own PostgreSQL over its socket (`externals.pg_source`) and
-        # SQLite files in temporary directories: the operator settings that allow both
-        data_source_allow_local=True,
-        data_source_file_dir=Path(tempfile.gettempdir()),
     )
 
 

@@ -47,7 +47,11 @@ def strict(pg_url: str, strict_dirs: tuple[Path, Path]) -> Iterator[httpx.Client
 
     data_dir, file_dir = strict_dirs
     settings = Settings(
-        database_url=pg_url, data_dir=data_dir, data_source_file_dir=file_dir, worker_enabled=False
+        database_url=pg_url,
+        data_dir=data_dir,
+        data_source_file_dir=file_dir,
+        data_source_allow_local=False,
+        worker_enabled=False,
     )
     with ServedApp(settings) as app, httpx.Client(base_url=app.url, timeout=60) as client:
         yield client
@@ -88,13 +92,18 @@ def test_alter_and_put_to_a_metadata_server_are_refused(
         json={"knowledge_base": {"name": kb, "embedding_model": stub.embedding_model()}},
     )
     assert created.status_code == 201, created.text
-    alter = f"ALTER KNOWLEDGE_BASE {kb} USING embedding_model = {{'base_url': '{METADATA}'}}"
+    # the key is sent again with each new endpoint (a stored one is bound to its server: test_secret_binding)
+    alter = f"ALTER KNOWLEDGE_BASE {kb} USING embedding_model = {{'base_url': '{METADATA}', 'api_key': 'sk-new-0123'}}"
     answer = client.post("/api/sql/query", json={"query": alter}).json()
     assert answer["type"] == "error" and "169.254.169.254" in answer["error_message"], answer
     put = {"knowledge_base": {"params": {"reranking_model": {"model_name": "r", "base_url": METADATA}}}}
     refused(client.put(f"{P}/knowledge_bases/{kb}", json=put), "reranking_model.base_url", NEVER)
     put = {
-        "knowledge_base": {"params": {"embedding_model": {"base_url": "http://metadata.google.internal/"}}}
+        "knowledge_base": {
+            "params": {
+                "embedding_model": {"base_url": "http://metadata.google.internal/", "api_key": "sk-new-0123"}
+            }
+        }
     }
     refused(client.put(f"{P}/knowledge_bases/{kb}", json=put), "metadata.google.internal", NEVER)
     record = client.get(f"{P}/knowledge_bases/{kb}").json()

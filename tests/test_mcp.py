@@ -263,6 +263,9 @@ async def test_agentkb_mcp_over_stdio(settings: Any, world: dict[str, str], tmp_
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTKB_")}
     env |= cli_env(settings.database_url, tmp_path)
     env["AGENTKB_SECRET_KEY"] = os.environ["AGENTKB_SECRET_KEY"]  # the served app's, to read its secrets
+    env["AGENTKB_DATA_SOURCE_FILE_DIR"] = str(
+        settings.data_source_file_dir
+    )  # where the world's SQLite file is
     params = StdioServerParameters(command=sys.executable, args=["-m", "agentkb", "mcp"], env=env)
     async with Client(params, read_timeout_seconds=120) as client:
         assert {t.name for t in (await client.list_tools()).tools} == TOOLS

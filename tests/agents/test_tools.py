@@ -10,12 +10,14 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from agentkb.agents.tools import AgentTools, Citation
+from agentkb.destinations import DataSourcePolicy
 from agentkb.kb.embedders.registry import EmbedderRegistry
 from agentkb.service.data_sources import DataSourceService
 from agentkb.service.knowledge_bases import KnowledgeBaseService
@@ -200,7 +202,8 @@ async def world(
     unique, maria_ds, pg_ds = world_sync
     db = Database(pg_url, pool_size=2)
     registry = EmbedderRegistry()
-    data_sources = DataSourceService(db)
+    # the suite's PostgreSQL is read over its own socket: the policy that allows local sources
+    data_sources = DataSourceService(db, policy=DataSourcePolicy(file_dir=Path("/"), allow_local=True))
     services = {
         "search": SearchService(db, registry),
         "data_sources": data_sources,

@@ -100,7 +100,7 @@ REFUSED = {
     "cgnat": (["100.64.1.2"], "resolves to 100.64.1.2, a shared (carrier-grade NAT) address"),
     "nat64": (["64:ff9b::a00:1"], "resolves to 64:ff9b::a00:1, a private address"),
     "sixtofour": (["2002:a00:1::"], "resolves to 2002:a00:1::, a private address"),
-    "linklocal": (["169.254.10.1"], "resolves to 169.254.10.1, a link-local address"),
+    "linklocal": (["169.254.10.1"], "resolves to 169.254.10.1, a link-local / cloud metadata address"),
     "multicast": (["224.0.0.251"], "resolves to 224.0.0.251, a multicast address"),
 }
 

@@ -217,7 +217,7 @@ def test_check_target_allow_private_still_refuses_metadata() -> None:
         ("[::ffff:10.0.0.1]", "a private address"),
         ("[::ffff:127.0.0.1]", "a loopback address"),
         ("100.64.0.1", "a shared (carrier-grade NAT) address"),
-        ("[fe80::1]", "a link-local address"),
+        ("[fe80::1]", "a link-local / cloud metadata address"),
     ],
 )
 def test_check_target_says_why(host: str, why: str) -> None:
