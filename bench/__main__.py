@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from bench.common import BENCHMARKS
+from bench.common import BENCHMARKS, set_command
 
 SKIPPED_BY_ALL_QUICK = {"peer", "search100k"}  # compares with a server of one's own: run it by name
 QUICK_ARGS = {"startup": ["--repeat", "1"]}  # benchmarks without a --quick option of their own
@@ -29,6 +29,7 @@ def main() -> None:
         if name == "all" and quick and bench in SKIPPED_BY_ALL_QUICK:
             continue
         args = [*rest, *QUICK_ARGS.get(bench, ["--quick"])] if quick else rest
+        set_command(bench, args)
         importlib.import_module(f"bench.{bench}").main(args)
 
 

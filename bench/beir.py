@@ -315,7 +315,6 @@ def main(argv: list[str]) -> None:
             "reference": REFERENCE,
             "table": table,
         },
-        variant="quick" if args.quick else None,
     )
 
 

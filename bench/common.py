@@ -7,6 +7,7 @@ import datetime as dt
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -118,15 +119,56 @@ def print_table(title: str, rows: list[dict[str, Any]]) -> None:
         print("| " + " | ".join(str(row.get(c, "")) for c in columns) + " |")
 
 
-def write_result(name: str, payload: dict[str, Any], variant: str | None = None) -> Path:
-    """bench/results/<name>[-<variant>]-<date>.json (e.g. variant "quick", so that a quick run does not
-    overwrite the day's full one)."""
+# bench/results/<bench>-<yyyymmddThhmm>-<cpu>.json: the benchmark, the UTC minute it finished and the CPU it
+# ran on, all three read from the file itself (`result_name`); a quick run is marked by `"quick": true` inside
+RESULT_NAME = re.compile(
+    r"^(?P<bench>[a-z0-9]+)-(?P<when>\d{8}T\d{4})-(?P<cpu>[a-z0-9]+(?:-[a-z0-9]+)*)\.json$"
+)
+_command: list[str] = []
+
+
+def set_command(name: str, args: list[str]) -> None:
+    """Record the command line of the benchmark about to run (`python -m bench <name> <args>`), for its result."""
+    _command[:] = ["python", "-m", "bench", name, *args]
+
+
+def cpu_slug(machine: dict[str, Any]) -> str:
+    """The CPU as a file-name part: its model name in lower case without trademarks, and its family/model
+    where the result recorded them ("AMD EPYC", 25/1 -> "amd-epyc-25-1")."""
+    name = re.sub(r"\((r|tm)\)|\bprocessor\b|\bcpu\b", " ", str(machine.get("cpu") or "unknown"), flags=re.I)
+    family_model = str(machine.get("cpu_family_model") or "")
+    words = re.findall(r"[a-z0-9]+", f"{name} {family_model if '?' not in family_model else ''}".lower())
+    return "-".join(words) or "unknown"
+
+
+def result_time(document: dict[str, Any]) -> dt.datetime:
+    """When the run finished (UTC), as recorded in its result."""
+    return dt.datetime.fromisoformat(str(document["when"])).astimezone(dt.UTC)
+
+
+def result_name(document: dict[str, Any]) -> str:
+    """The file name a result document is kept under in bench/results/ (see RESULT_NAME)."""
+    return f"{document['benchmark']}-{result_time(document):%Y%m%dT%H%M}-{cpu_slug(document['machine'])}.json"
+
+
+def results(name: str) -> list[tuple[dt.datetime, Path, dict[str, Any]]]:
+    """Every result of benchmark `name` under bench/results/, oldest first by the time recorded inside."""
+    found = []
+    for path in RESULTS.glob(f"{name}-*.json"):
+        document = json.loads(path.read_text())
+        if document.get("benchmark") == name:
+            found.append((result_time(document), path, document))
+    return sorted(found, key=lambda item: item[0])
+
+
+def write_result(name: str, payload: dict[str, Any]) -> Path:
+    """Write a run's result to bench/results/ under `result_name` (a quick run says so inside: `quick`)."""
     RESULTS.mkdir(parents=True, exist_ok=True)
-    if variant is None and payload.get("quick"):
-        variant = "quick"
-    path = RESULTS / f"{name}{'-' + variant if variant else ''}-{dt.date.today().isoformat()}.json"
     document = {"benchmark": name, "when": dt.datetime.now(dt.UTC).isoformat(), "machine": machine()}
+    if _command and _command[3] == name:
+        document["command"] = " ".join(_command)
     document.update(payload)
+    path = RESULTS / result_name(document)
     path.write_text(json.dumps(document, indent=2, default=str))
     print(f"\nwrote {path}")
     return path

@@ -25,7 +25,7 @@ import httpx
 import numpy as np
 
 from bench import beir
-from bench.common import RESULTS, check, print_table, sql, write_result
+from bench.common import check, print_table, results, sql, write_result
 from bench.server import agentkb_server
 from bench.stubs import CachedEmbeddings, bench_stub
 
@@ -35,11 +35,14 @@ HYBRID = "hybrid (default: alpha 0.5, k 60)"
 
 
 def _beir_reference(quick: bool, queries: int) -> dict[str, Any] | None:
-    """The newest bench/results/beir result with the same number of queries (its hybrid default row)."""
-    pattern = "beir-quick-*.json" if quick else "beir-2*.json"
-    for path in sorted(RESULTS.glob(pattern), reverse=True):
-        data = json.loads(path.read_text())
-        if data.get("queries") == queries and HYBRID in data.get("scores", {}):
+    """The newest bench/results/beir result (by the time inside) of the same kind (quick or full) and number
+    of queries: its hybrid default row."""
+    for _, path, data in reversed(results("beir")):
+        if (
+            bool(data.get("quick")) == quick
+            and data.get("queries") == queries
+            and HYBRID in data.get("scores", {})
+        ):
             return {"file": path.name, **data["scores"][HYBRID]}
     return None
 

@@ -12,6 +12,16 @@ import jsonschema
 import pytest
 
 METHODS = ("get", "put", "post", "delete", "patch")
+TYPED = {
+    "type",
+    "properties",
+    "items",
+    "anyOf",
+    "oneOf",
+    "allOf",
+    "const",
+    "enum",
+}  # what makes a schema typed
 
 
 def _spec() -> dict[str, Any]:
@@ -97,9 +107,14 @@ def test_every_operation_is_typed() -> None:
             successes = [code for code in responses if code.startswith("2")]
             assert successes, label
             for code in successes:
-                for media_type, m in responses[code].get("content", {}).items():
+                content = responses[code].get("content", {})
+                assert content or code == "204", f"{label} {code} declares no body"
+                for media_type, m in content.items():
                     schema = m.get("schema", m.get("itemSchema"))
                     assert schema, f"{label} {code} {media_type} has no schema"
+                    assert TYPED & _resolve(schema).keys(), (
+                        f"{label} {code} {media_type}: untyped schema {schema}"
+                    )
             for code, response in responses.items():
                 if not code.startswith(("4", "5")):
                     continue

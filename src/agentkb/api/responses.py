@@ -84,6 +84,7 @@ _PROBLEM_DESCRIPTIONS = {
     413: "The request body is larger than the server's limit",
     429: "Too many requests, failed logins or invalid credentials; retry after `Retry-After` seconds",
     502: "An embedding or language-model provider failed",
+    503: "Not ready: the database is unreachable or slow, migrations are pending, or the server is shutting down",
 }
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel
@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from agentkb import __version__
 from agentkb.api.auth import credential
 from agentkb.api.deps import ServicesDep
-from agentkb.api.responses import JSON, Problem
+from agentkb.api.responses import JSON, Problem, problems
 
 router = APIRouter(tags=["status"])
 
@@ -33,6 +33,10 @@ class StatusRecord(BaseModel):
 
 class Ok(BaseModel):
     status: str
+
+
+class Ready(BaseModel):
+    status: Literal["ready"]
 
 
 @router.get("/api/status", response_model=StatusRecord)
@@ -66,7 +70,7 @@ async def health() -> Any:
     return JSON({"status": "ok"})
 
 
-@router.get("/health/ready")
+@router.get("/health/ready", response_model=Ready, responses=problems(503))
 async def ready(services: ServicesDep) -> Any:
     """Readiness: 200 when PostgreSQL answers (within 2 s) and its schema is up to date; 503 problem+json
     while it does not, its migrations are pending, or the server is shutting down."""

@@ -38,9 +38,9 @@ GC_YOUNG_THRESHOLD = 50_000  # allocations between young collections (CPython's 
 def settle_garbage_collector() -> None:
     """Once a server process has started: what start-up made (modules, the app, its services: ~300,000
     objects) moves to the collector's permanent generation (`gc.freeze`), so full collections no longer walk
-    it, and young collections run every 50,000 allocations instead of every 700. Measured: full collections
-    took 24–172 ms each as the heap grew, one inside almost every 1,000-row insert; re-inserting 6,000
-    unchanged rows went from 6,900–7,900 to 13,500–13,800 rows/s (docs/benchmarks.md)."""
+    it, and young collections run every 50,000 allocations instead of every 700. Otherwise full collections
+    grow slower as the heap grows and land inside almost every large insert, which allocates many short-lived
+    objects (docs/benchmarks.md has the insert figures)."""
     gc.collect()
     gc.freeze()
     _, middle, old = gc.get_threshold()

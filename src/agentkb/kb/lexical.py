@@ -74,7 +74,7 @@ def top_scoring(scores: np.ndarray, k: int) -> np.ndarray:
 
     Only the scoring chunks are ranked: bm25s's own top-k (`BM25.retrieve`) partitions the whole score array,
     and NumPy's `argpartition` for the largest k of an array that is mostly tied zeros is pathologically slow
-    (100,000 chunks, k 40: 13 ms against 0.3 ms for the same top k of the non-zero scores alone)."""
+    (far slower than the same top k of the non-zero scores alone)."""
     hits = np.flatnonzero((scores > 0) & np.isfinite(scores))  # in index order
     if k <= 0:
         return hits[:0]

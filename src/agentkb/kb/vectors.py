@@ -2,10 +2,9 @@
 PostgreSQL only for the best candidates' rows (by chunk id, with PostgreSQL's own distances, which give the
 final order) and the KB's version, still in one statement.
 
-This replaces the exact scan PostgreSQL runs over a chunk table with no HNSW index (storage.chunk_search):
-2,000 chunks took 0.7 ms on a Zen 4 and 2.2–3.3 ms on a Zen 3 (more after an idle moment), where a NumPy
-product over the same unit vectors takes 0.06 ms back to back (~0.4 ms inside a running server). The answers
-are the scan's: the candidates are a few more than asked for, and PostgreSQL's distances rank them. Like the
+This replaces the exact scan PostgreSQL runs over a chunk table with no HNSW index (storage.chunk_search),
+which computes each distance row by row, with one NumPy product over the same unit vectors, many times
+cheaper. The answers are the scan's: the candidates are a few more than asked for, and PostgreSQL's distances rank them. Like the
 BM25 indexes (kb.lexical), a set is a cache keyed by the KB's `updated_at`, which every write moves in its own
 transaction, whichever process writes: a set is loaded with the version it was read with, in one snapshot, and
 used only for a search of that version; the search reads the version back in its statement, so a write between
@@ -36,13 +35,12 @@ log = logging.getLogger(__name__)
 # a table of 4,000 rows or more gets an HNSW index (service.vector_merge.MIN_TABLE_ROWS) once its inserts
 # settle, which then answers its searches, as it does a smaller table's where one was made (CREATE INDEX ON
 # KNOWLEDGE_BASE): its breadth (`ef_search`) is the KB's choice. Until the index holds its rows (a bulk load's
-# first build: 10,000 384-d rows took ~2 s on a Zen 5 with both cores), a larger table is ranked here too: up
-# to this many chunks (29 MB at 384-d, a fifth of the default budget), against PostgreSQL's exact scan of every
-# row beside the build
+# first build takes seconds), a larger table is ranked here too: up to this many chunks (29 MB at 384-d, a
+# fifth of the default budget), against PostgreSQL's exact scan of every row beside the build
 MAX_CHUNKS = 20_000
-# a KB's next load starts no sooner than this many times its last load's duration after it: a load of 2,000
-# 384-d chunks costs ~35 ms of CPU (PostgreSQL and this process), and a KB written to between every two
-# searches would otherwise be loaded again and again for searches that find it changed
+# a KB's next load starts no sooner than this many times its last load's duration after it: a load costs
+# CPU in PostgreSQL and in this process, and a KB written to between every two searches would otherwise be
+# loaded again and again for searches that find it changed
 LOAD_SPACING = 10.0
 ROW_OVERHEAD = 80  # bytes a set holds per chunk besides its vector (the id's string and its list slot)
 
@@ -108,10 +106,9 @@ Loader = Callable[[], Awaitable[Loaded]]
 
 def single_threaded_blas() -> None:
     """Run NumPy's BLAS on one thread in this process (it applies process-wide). Its products here are small
-    (a KB's vectors, a query at a time) and the server runs one event loop: OpenBLAS's worker threads halve
-    one product's time (2,000 × 384: 40 against 59 µs) but then spin for their next task, and a server
-    answering a search every 8 ms spent 21 ms of CPU a search on that spinning (9 ms per product in a loop
-    with 8 ms pauses, against 0.6 single-threaded)."""
+    (a KB's vectors, a query at a time) and the server runs one event loop: OpenBLAS's worker threads
+    shorten one product a little but then spin waiting for their next task, and a server answering searches
+    a few milliseconds apart spends far more CPU on that spinning than on the products themselves."""
     threadpool_limits(limits=1, user_api="blas")
 
 

@@ -137,7 +137,7 @@ def mask_text(text: str, extra: Iterable[object] = ()) -> str:
         if value in text:
             text = text.replace(value, MASK)
     # On ASCII text a pattern runs only where the words it needs are there (a log line of every request holds
-    # none; the scans cost ~25 µs a line). Masking only removes characters and adds `******`, so every word a
+    # none, and the scans are cheap next to the patterns). Masking only removes characters and adds `******`, so every word a
     # later step could need is in the text before the first. Other text goes through every pattern:
     # their case-insensitive matching reaches beyond ASCII.
     every = not text.isascii()

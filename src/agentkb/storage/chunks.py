@@ -38,14 +38,11 @@ _COPY_FIELDS = struct.pack("!h", 7)
 _COPY_FLUSH = 1 << 20  # bytes sent to the server at a time
 _length = struct.Struct("!i").pack
 # A chunk's row is left whole up to this size (PostgreSQL's largest `toast_tuple_target`, a page less its
-# header). With the default (~2 kB), a 384-d chunk of ~540 characters (~2.3 kB) had its content compressed
-# with pglz at each write (prose rarely shrinks by the quarter pglz asks for), then moved to the TOAST table
-# (a second row and index entry); a 1,536-d one had its vector compressed too, in vain. Binary COPY of 1,000
-# chunks (Zen 5): 384-d 20.4 -> 13.2 ms of PostgreSQL's time, 1,536-d 50.2 -> 17.3 ms; PostgreSQL's CPU for
-# a new KB's 2,000 rows, inserted and re-inserted over HTTP, -24 to -33 %. The cost: a 384-d table spans ~35 %
-# more pages (3 rows a page, not 4), and an exact scan of 2,000 of them took 1.22 against 0.98 ms; unindexed
-# tables' vectors are ranked in the process (`kb.vectors`), and a hit's content is now read without a TOAST
-# look-up. Larger rows are TOASTed as before.
+# header). With the default (about 2 kB), a typical chunk row is just over it: its content would be
+# compressed with pglz at each write (prose rarely shrinks by the quarter pglz asks for) and moved to the
+# TOAST table (a second row and index entry), and a wide vector compressed too, in vain; so writes cost less
+# and a hit's content is read without a TOAST look-up. The cost, fewer rows a page, weighs little: unindexed
+# tables' vectors are ranked in the process (`kb.vectors`). Larger rows are TOASTed as usual.
 ROW_TOAST_TARGET = 8160
 _vector_head = struct.Struct("!iHH").pack  # the field's length, then pgvector's (dimensions, unused)
 
@@ -70,16 +67,16 @@ async def create_chunk_table(conn: AsyncConnection, table: str, dim: int) -> Non
             doc_fingerprint text
         ) WITH (toast_tuple_target = {ROW_TOAST_TARGET})""",
         # the vector stays in the row (pgvector's type is stored out of line by default): an exact scan of
-        # the delta and each hit's distance then read no TOAST pages, about 3x less work per search; a vector
-        # too large for the page still moves out of line
+        # the delta and each hit's distance then read no TOAST pages; a vector too large for the page still
+        # moves out of line
         f"ALTER TABLE {table} ALTER COLUMN embedding SET STORAGE MAIN",
         vector_index.hnsw_sql(table, dim, 0),
         f"CREATE INDEX {table}_seq ON {table} (seq)",
         f"CREATE INDEX {table}_doc ON {table} (doc_id)",
         f"CREATE INDEX {table}_hash ON {table} (content_hash)",
         # no index on `metadata`: filters compare `metadata ->> key` (storage.chunk_filters), which no GIN
-        # index serves; the GIN (jsonb_path_ops) index that stood here answered only `@>`, never asked, and
-        # cost a COPY of 1,000 chunks (ten metadata keys each) 6 of its 16 ms (an insert PUT: 2-5 %)
+        # index serves (a jsonb_path_ops index answers only `@>`, never asked), and every write would pay to
+        # maintain it
     ):
         await conn.execute(text(statement))
     await vector_index.forget_table(conn, table)
@@ -132,17 +129,16 @@ _GIVEN_LISTS = text(
 async def plan_with_given_lists(conn: AsyncConnection) -> None:
     """For the rest of the transaction, PostgreSQL plans each statement for the parameters it runs with. A batch
     write's statements bind lists of ids (one to thousands) that decide the plan: psycopg prepares a statement
-    run often, and after five runs PostgreSQL may keep one generic plan, made for a list of unknown length. For
-    the look-up of 1,000 documents' stored chunks in a table of 2,000 that plan took 282 ms against 2.9 ms
-    planned with the list (re-inserting unchanged rows went from 30 to 87 ms per 1,000 after a dozen requests).
-    Planning each costs a fraction of a millisecond, once per batch.
+    run often, and after five runs PostgreSQL may keep one generic plan, made for a list of unknown length,
+    which can be orders of magnitude slower than a plan made for the list at hand (a batch's look-up of its
+    documents' stored chunks, for one). Planning each statement is cheap next to that, once per batch.
 
     And by index: each of these statements finds its rows by an indexed key (`doc_id`, `chunk_id`,
     `content_hash`, the seen documents' ids), but the rows written by the transaction itself have no
     statistics (autovacuum cannot see them; a temporary table never gets any), and without them PostgreSQL takes
     `doc_id = ANY(<256 ids>)` to match most of the table and scans all of it. One statement inserting a million
-    rows is one transaction: every batch scanned the whole chunk table, and the insert slowed to 1,000 rows/s
-    and fewer as it grew."""
+    rows is one transaction: without this, every batch would scan the whole chunk table, and the insert would
+    slow down as the table grew."""
     await conn.execute(_GIVEN_LISTS)  # both `SET LOCAL`s in one round trip
 
 

@@ -45,9 +45,8 @@ PARKED_READS = 2  # autocommit connections kept checked out between reads (Datab
 
 class TextArray(list[str | None]):
     """A list of strings bound as one `text[]` parameter in PostgreSQL's binary array format. psycopg sends a
-    plain list of `str` in the text format, built element by element in Python: about 2.2 ms per 1,000
-    strings here, against 0.6 ms in the binary format (an insert of 1,000 documents binds several such
-    lists)."""
+    plain list of `str` in the text format, built element by element in Python, several times slower than
+    the binary format (an insert of a batch of documents binds several such lists)."""
 
 
 async def _on_connect(conn: Any, settings: dict[str, str]) -> None:
@@ -154,8 +153,8 @@ class Database:
 
         Up to `PARKED_READS` of these connections stay checked out of the pool between reads, parked for
         the next one: checking a connection out of SQLAlchemy's pool and back (a `Connection`, its
-        autocommit set and reset, the reset on return) cost a search ~0.2 ms of the server's ~1.8 ms of
-        CPU. They are the pool's own connections (no more are opened than `pool_size` and its overflow
+        autocommit set and reset, the reset on return) is a noticeable share of a search's CPU in the
+        server. They are the pool's own connections (no more are opened than `pool_size` and its overflow
         allow), reused one read at a time, on the event loop that made them; one whose read raised (a
         broken connection, a cancelled request) or that has been kept for the pool's recycle age goes back
         to the pool instead, and so does every parked one once any connection of the pool is invalidated

@@ -2,8 +2,8 @@
 
 Before it sends a request, `chat.completions.create` runs its parameters through the SDK's type-driven
 transform (`openai._utils._transform`), which walks every message and tool schema against the parameter
-types' unions — about 3.6 ms of CPU per request of an agent run with one tool result (a third of the SDK's
-time per request, measured with py-spy), for no change: the Chat Completions parameter types carry no
+types' unions — a large share of the SDK's CPU time per request of an agent run (as a profiler shows), for
+no change: the Chat Completions parameter types carry no
 aliases or formats (`PropertyInfo`) for it to apply. `ChatClient` hands the body's parameters to the same
 `create` as `extra_body` entries (sent as given; omitted ones left out, as the transform leaves them), keeping
 only `model`, `stream` and `response_format` (which `create` checks) as named arguments, so everything else —

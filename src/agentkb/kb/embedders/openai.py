@@ -1,17 +1,17 @@
 """Embeddings from any OpenAI-compatible `/v1/embeddings` API (OpenAI, Ollama, vLLM, TEI).
 
 Vectors are asked for as `encoding_format: "base64"` (little-endian float32, decoded with pybase64's SIMD
-decoder and NumPy: several times cheaper than parsing JSON floats; the standard library's decoder took 4.3
-ms per 1,000 384-d vectors, a tenth of the server's CPU in an insert, pybase64 0.5 ms); a server that answers
-with float lists anyway is read as well, and one that refuses the field (a 4xx naming it) is asked again
-without it, for as long as this embedder lives.
+decoder and NumPy: several times cheaper than parsing JSON floats, and than the standard library's decoder,
+which was a visible share of the server's CPU in an insert); a server that answers with float lists anyway
+is read as well, and one that refuses the field (a 4xx naming it) is asked again without it, for as long as
+this embedder lives.
 
 Requests go through aiohttp (one session shared by the API embedders, `HTTPSession`): per request it costs
-about a quarter of httpx's CPU (0.34–0.41 ms against 1.28–1.42 ms measured against the benchmarks' stub),
-and a query's embedding request is on every search's critical path. Proxies (`HTTP_PROXY`, `HTTPS_PROXY`,
-`NO_PROXY`, ...) and `~/.netrc` credentials are read from the environment once per server address and
-process (`HTTPSession.route`), not per request: aiohttp's own `trust_env` reads them again for every request,
-in a worker thread — about an eighth of the server's CPU per SQL KB search.
+a fraction of httpx's CPU, and a query's embedding request is on every search's critical path. Proxies
+(`HTTP_PROXY`, `HTTPS_PROXY`, `NO_PROXY`, ...) and `~/.netrc` credentials are read from the environment
+once per server address and process (`HTTPSession.route`), not per request: aiohttp's own `trust_env`
+reads them again for every request, in a worker thread, a sizeable share of the server's CPU per SQL KB
+search.
 """
 
 from __future__ import annotations
