@@ -16,8 +16,9 @@ from agentkb.console.render import ConsoleRoute, page, see_other, services_of
 from agentkb.console.session import PREFIX, check_csrf
 from agentkb.console.streams import encode, sse_stream
 from agentkb.errors import BadRequest
-from agentkb.secrecy import mask_secrets, mask_text
+from agentkb.secrecy import mask_text
 from agentkb.service.agents import PROVIDERS, AgentInput
+from agentkb.service.shown import fit_to_show
 from agentkb.service.streams import Encoder, relay
 from agentkb.service.types import AgentRow, End, Error, Event, Start
 
@@ -34,12 +35,13 @@ def _url(project: str, agent: str | None = None) -> str:
 
 def shown(agent: AgentRow) -> dict[str, Any]:
     """What a page may show of an agent: its model with every secret masked."""
+    fit = fit_to_show(agent)
     return {
         "name": agent.name,
-        "model": mask_secrets(agent.model),
+        "model": fit.model,
         "data": agent.data,
         "prompt_template": agent.prompt_template or "",
-        "params": mask_secrets(agent.params),
+        "params": fit.params,
         "has_key": bool(agent.model.get("api_key")),
         "updated_at": agent.updated_at,
     }
