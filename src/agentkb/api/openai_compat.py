@@ -20,11 +20,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentkb.api.deps import ServicesDep
 from agentkb.api.responses import JSON, problems, schema_ref
-from agentkb.api.sse import SHUTDOWN_MESSAGE, sse_stream
+from agentkb.api.sse import sse_stream
 from agentkb.errors import AgentKBError, BadRequest
 from agentkb.secrecy import mask_text
 from agentkb.service.openai_compat import ChatService, step_record
-from agentkb.service.streams import Encoder, data, relay
+from agentkb.service.streams import RUN_STOPPED, Encoder, data, relay
 from agentkb.service.types import End, Error, Event, Output, Start, Step
 
 log = logging.getLogger("agentkb.api.openai")
@@ -272,7 +272,7 @@ class ChatChunks(Encoder[Event]):
         return isinstance(item, End)
 
     async def stopped(self) -> list[str]:
-        return [data(error_body(503, SHUTDOWN_MESSAGE))]
+        return [data(error_body(503, RUN_STOPPED))]
 
     def failed(self, exc: Exception) -> list[str]:
         log.error("chat completion stream failed", exc_info=exc)

@@ -18,13 +18,12 @@ from typing import Any, assert_never
 
 from fastapi.responses import StreamingResponse
 
-from agentkb.service.streams import HEADERS, MEDIA_TYPE, Encoder, data, relay
+from agentkb.service.streams import HEADERS, MEDIA_TYPE, RUN_STOPPED, Encoder, data, relay
 from agentkb.service.types import Action, End, Error, Event, JobRow, Output, Start, Step
 
 log = logging.getLogger("agentkb.api.sse")
 
 END_CHUNK: dict[str, Any] = {"type": "end"}
-SHUTDOWN_MESSAGE = "The server is shutting down; the agent run was stopped before it finished"
 
 
 def to_chunk(event: Event) -> dict[str, Any]:
@@ -79,7 +78,7 @@ class AgentChunks(Encoder[Event]):
 
     async def stopped(self) -> list[str]:
         log.info("agent stream of trace %s ended: the server is shutting down", self.trace_id or "-")
-        error = {"type": "error", "content": SHUTDOWN_MESSAGE, "error_type": "general"}
+        error = {"type": "error", "content": RUN_STOPPED, "error_type": "general"}
         return [data({**error, "trace_id": self.trace_id})]
 
     def failed(self, exc: Exception) -> list[str]:

@@ -19,12 +19,11 @@ from agentkb.errors import BadRequest
 from agentkb.secrecy import mask_text
 from agentkb.service.agents import PROVIDERS, AgentInput
 from agentkb.service.shown import fit_to_show
-from agentkb.service.streams import Encoder, relay
+from agentkb.service.streams import RUN_STOPPED, Encoder, relay
 from agentkb.service.types import AgentRow, End, Error, Event, Start
 
 log = logging.getLogger("agentkb.console")
 router = APIRouter(prefix=f"{PREFIX}/projects/{{project}}/agents", route_class=ConsoleRoute)
-SHUTDOWN = "The server is shutting down; the agent run was stopped before it finished"
 MAX_TURNS = 20
 
 
@@ -191,7 +190,7 @@ class ChatEvents(Encoder[Event]):
         self.agent = agent
         self.trace_id = ""
         self.ended = False
-        self.problem = SHUTDOWN  # why the run ends without its end event, unless it failed
+        self.problem = RUN_STOPPED  # why the run ends without its end event, unless it failed
 
     def item(self, item: Event) -> list[str]:
         if isinstance(item, Start):

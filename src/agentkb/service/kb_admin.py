@@ -228,12 +228,7 @@ class KnowledgeBaseAdmin:
 
     async def _locked(self, conn: AsyncConnection, project_name: str, kb_name: str) -> KnowledgeBaseRow:
         """The KB, its row locked (inserts take the same lock: they wait, and are waited for)."""
-        return await self._find(conn, project_name, kb_name, for_update=True)
-
-    async def _find(
-        self, conn: AsyncConnection, project_name: str, kb_name: str, *, for_update: bool = False
-    ) -> KnowledgeBaseRow:
-        return await kb_lookup.find(conn, project_name, kb_name, for_update=for_update)
+        return await kb_lookup.find(conn, project_name, kb_name, for_update=True)
 
     async def alter(self, project_name: str, kb_name: str, changes: Mapping[str, Any]) -> KnowledgeBaseRow:
         """`ALTER KNOWLEDGE_BASE … USING …` and `PUT …/knowledge_bases/{kb}` with settings only."""
@@ -301,7 +296,7 @@ class KnowledgeBaseAdmin:
         access.require_project(project_name)
         options = index_options(given)
         async with self.db.read() as lock_conn:
-            table = (await self._find(lock_conn, project_name, kb_name)).storage_table
+            table = (await kb_lookup.find(lock_conn, project_name, kb_name)).storage_table
             async with chunks.merge_lock(lock_conn, table), self.db.transaction() as conn:
                 kb = await self._locked(conn, project_name, kb_name)
                 if kb.storage_table != table:  # dropped and created again meanwhile: lock the new table

@@ -28,6 +28,8 @@ T = TypeVar("T")
 
 MEDIA_TYPE = "text/event-stream"
 HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+# the error an agent run's stream (any protocol) ends with when the server shuts down
+RUN_STOPPED = "The server is shutting down; the agent run was stopped before it finished"
 
 
 def data(obj: Any, *, default: Callable[[Any], Any] | None = None) -> str:

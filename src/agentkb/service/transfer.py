@@ -72,15 +72,12 @@ class TransferService:
             max_inflated_bytes  # an import file's, inflated (None: the format's default)
         )
 
-    async def _find(self, project_name: str, kb_name: str) -> KnowledgeBaseRow:
-        return await kb_lookup.read(self.db, project_name, kb_name)
-
     async def export(
         self, project_name: str, kb_name: str, on_progress: Progress | None = None
     ) -> AsyncIterator[bytes]:
         """The export file of a knowledge base as a stream of gzip pieces. Unknown project or KB: 404
         here, before any byte. The KB is read in one snapshot; its secrets are left out (never revealed)."""
-        kb = await self._find(project_name, kb_name)
+        kb = await kb_lookup.read(self.db, project_name, kb_name)
         return self._export(kb.id, kb_name, on_progress)
 
     async def _export(self, kb_id: int, kb_name: str, on_progress: Progress | None) -> AsyncIterator[bytes]:
