@@ -1,7 +1,7 @@
 """Knowledge bases: records plus their chunk tables, created and dropped together.
 
 Secret fields of `embedding_model`, `reranking_model` and `params` are stored sealed
-(`secrecy.SecretBox`); rows come back sealed, the encoders mask them, and the search and ingest services
+(`secrecy.SecretBox`); rows come back sealed, `service.shown` masks them for clients, and the search and ingest services
 reveal them where they call the provider."""
 
 from __future__ import annotations
