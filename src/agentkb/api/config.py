@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentkb.api.deps import ServicesDep
 from agentkb.api.responses import JSON
-from agentkb.secrecy import mask_secrets
+from agentkb.service.shown import fit_to_show
 
 router = APIRouter(prefix="/api/config", tags=["config"])
 
@@ -76,7 +76,7 @@ async def get_config(services: ServicesDep) -> Any:
         "default_embedding_model": settings.default_embedding_model,
         "default_reranking_model": getattr(settings, "default_reranking_model", None),  # when configured
     }
-    answer |= {key: mask_secrets(value) for key, value in defaults.items() if value}
+    answer |= {key: fit_to_show(value) for key, value in defaults.items() if value}
     answer["knowledge_bases"] = {
         "storage": STORAGE_ENGINE,
         "default_storage": STORAGE_ENGINE,

@@ -14,8 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentkb.api.deps import ServicesDep
 from agentkb.api.responses import JSON, problems
-from agentkb.secrecy import mask_secrets
 from agentkb.service.data_sources import is_system
+from agentkb.service.shown import fit_to_show
 from agentkb.service.types import SUPPORTED_ENGINES, DataSourceRow, Project
 from agentkb.timestamps import timestamp
 
@@ -79,7 +79,7 @@ def created_record(row: DataSourceRow) -> dict[str, Any]:
 def data_record(row: DataSourceRow) -> dict[str, Any]:
     return {
         **created_record(row),
-        "connection_data": mask_secrets(row.parameters),
+        "connection_data": fit_to_show(row).parameters,
         "class_type": "sql",
         "permanent": False,
         "date_last_update": timestamp(row.updated_at),
@@ -104,7 +104,7 @@ async def list_databases(services: ServicesDep) -> Any:
         {
             **created_record(row),
             "class_type": "sql",
-            "connection_data": mask_secrets(row.parameters),
+            "connection_data": fit_to_show(row).parameters,
             "visible": True,
             "deletable": True,
         }

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Query
@@ -13,7 +12,9 @@ from fastapi.responses import StreamingResponse
 from agentkb.api.deps import ServicesDep
 from agentkb.api.responses import JSON, event_stream, problems
 from agentkb.api.schemas import JobRecord, job_record
-from agentkb.api.sse import sse_objects
+from agentkb.api.sse import JobRecords, sse_stream
+from agentkb.service.streams import relay
+from agentkb.service.types import JobRow
 
 log = logging.getLogger("agentkb.api.jobs")
 LAST_READ_TIMEOUT_S = 2.0
@@ -76,9 +77,8 @@ async def job_events(
     marked `"shutdown": true`."""
     kb, job = await services.jobs.get(project_name, kb_name, job_id)
 
-    async def records() -> AsyncIterator[dict[str, Any]]:
-        async for current in services.jobs.watch(job):
-            yield job_record(current, kb.project_name, kb.name)
+    def as_record(row: JobRow) -> dict[str, Any]:
+        return job_record(row, kb.project_name, kb.name)
 
     async def last_words(last: dict[str, Any] | None) -> dict[str, Any]:
         record = last or job_record(job, kb.project_name, kb.name)
@@ -90,4 +90,5 @@ async def job_events(
             log.warning("job %s: could not read its state for the stream's last event", job_id)
         return {**record, "shutdown": True, "detail": SHUTDOWN_DETAIL}
 
-    return sse_objects(records(), services.shutdown.jobs_released, last_words)
+    records = JobRecords(as_record, last_words)
+    return sse_stream(relay(services.jobs.watch(job), services.shutdown.jobs_released, records))

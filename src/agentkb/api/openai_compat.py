@@ -10,25 +10,21 @@ each tool step finishes. The run is the completion service's (`service/openai_co
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
 import time
-from collections.abc import AsyncIterator
-from contextlib import aclosing
 from typing import Any, Literal
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentkb.api.deps import ServicesDep
 from agentkb.api.responses import JSON, problems, schema_ref
-from agentkb.api.sse import SHUTDOWN_MESSAGE, SSE_HEADERS
+from agentkb.api.sse import sse_stream
 from agentkb.errors import AgentKBError, BadRequest
 from agentkb.secrecy import mask_text
-from agentkb.service.lifecycle import until
 from agentkb.service.openai_compat import ChatService, step_record
+from agentkb.service.streams import RUN_STOPPED, Encoder, data, relay
 from agentkb.service.types import End, Error, Event, Output, Start, Step
 
 log = logging.getLogger("agentkb.api.openai")
@@ -214,10 +210,8 @@ async def chat_completions(request: Request, services: ServicesDep) -> Response:
     created = int(time.time())
     if body.stream:
         include_usage = bool((body.stream_options or {}).get("include_usage"))
-        chunks = _chunks(
-            services.chat, body.model, events, created, include_usage, services.shutdown.stopping
-        )
-        return StreamingResponse(chunks, media_type="text/event-stream", headers=SSE_HEADERS)
+        encoder = ChatChunks(services.chat, body.model, created, include_usage)
+        return sse_stream(relay(events, services.shutdown.stopping, encoder))
     completion = {
         "id": f"chatcmpl-{run.trace_id}",
         "object": "chat.completion",
@@ -237,52 +231,56 @@ async def chat_completions(request: Request, services: ServicesDep) -> Response:
     return JSON(completion)
 
 
-def _data(obj: Any) -> str:
-    return f"data: {json.dumps(obj)}\n\n"
+class ChatChunks(Encoder[Event]):
+    """`chat.completion.chunk` events for a run's events; a failure or the server shutting down becomes an
+    `{"error": ...}` event; then the usage chunk (when asked for) and `[DONE]`."""
 
+    def __init__(self, chat: ChatService, model: str, created: int, include_usage: bool) -> None:
+        self.chat = chat
+        self.model = model
+        self.include_usage = include_usage
+        self.trace_id = ""
+        self.ended = False
+        self.base: dict[str, Any] = {
+            "id": "",
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+        }
 
-async def _chunks(
-    chat: ChatService,
-    model: str,
-    events: AsyncIterator[Event],
-    created: int,
-    include_usage: bool,
-    stop: asyncio.Event,
-) -> AsyncIterator[str]:
-    """`chat.completion.chunk` events for a run's events, then `[DONE]`. Closing this closes the run."""
-    trace_id = ""
-    ended = False
-    base: dict[str, Any] = {"id": "", "object": "chat.completion.chunk", "created": created, "model": model}
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        return data({**self.base, "choices": [choice], **extra})
 
-    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
-        return _data({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra})
+    def item(self, item: Event) -> list[str]:
+        if isinstance(item, Start):
+            self.trace_id = item.trace_id
+            self.base["id"] = f"chatcmpl-{self.trace_id}"
+            return [self._chunk({"role": "assistant", "content": ""}, agentkb={"trace_id": self.trace_id})]
+        if isinstance(item, Step):
+            return [self._chunk({}, agentkb={"step": step_record(item)})]
+        if isinstance(item, Output):
+            extension = {"sources": [dict(s) for s in item.sources], "context": list(item.context)}
+            return [self._chunk({"content": item.answer}, agentkb=extension), self._chunk({}, "stop")]
+        if isinstance(item, Error):
+            return [data(error_body(502, item.content, code=item.error_type))]
+        if isinstance(item, End):
+            self.ended = True  # the trace is stored: its usage can be read
+        return []
 
-    try:
-        async with aclosing(until(events, stop)) as running:
-            async for event in running:
-                if isinstance(event, Start):
-                    trace_id = event.trace_id
-                    base["id"] = f"chatcmpl-{trace_id}"
-                    yield chunk({"role": "assistant", "content": ""}, agentkb={"trace_id": trace_id})
-                elif isinstance(event, Step):
-                    yield chunk({}, agentkb={"step": step_record(event)})
-                elif isinstance(event, Output):
-                    extension = {"sources": [dict(s) for s in event.sources], "context": list(event.context)}
-                    yield chunk({"content": event.answer}, agentkb=extension)
-                    yield chunk({}, "stop")
-                elif isinstance(event, Error):
-                    yield _data(error_body(502, event.content, code=event.error_type))
-                elif isinstance(event, End):
-                    ended = True  # the trace is stored: its usage can be read
-                    break
-    except (asyncio.CancelledError, GeneratorExit):
-        raise  # the client went away: nobody to tell
-    except Exception as exc:  # the server shutting down, or an unexpected failure
-        stopping = stop.is_set()
-        if not stopping:
-            log.exception("chat completion stream failed")
-        yield _data(error_body(503 if stopping else 500, SHUTDOWN_MESSAGE if stopping else str(exc)))
-    if include_usage and ended:
-        usage = await chat.usage(model, trace_id)
-        yield _data({**base, "choices": [], "usage": usage.as_dict()})
-    yield "data: [DONE]\n\n"
+    def ends(self, item: Event) -> bool:
+        return isinstance(item, End)
+
+    async def stopped(self) -> list[str]:
+        return [data(error_body(503, RUN_STOPPED))]
+
+    def failed(self, exc: Exception) -> list[str]:
+        log.error("chat completion stream failed", exc_info=exc)
+        return [data(error_body(500, str(exc)))]
+
+    async def last(self) -> list[str]:
+        chunks = []
+        if self.include_usage and self.ended:
+            usage = await self.chat.usage(self.model, self.trace_id)
+            chunks.append(data({**self.base, "choices": [], "usage": usage.as_dict()}))
+        return [*chunks, "data: [DONE]\n\n"]

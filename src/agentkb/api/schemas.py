@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentkb.secrecy import mask_secrets
+from agentkb.service.shown import fit_to_show
 from agentkb.service.types import AgentRow, JobRow, KnowledgeBaseRow, Project
 from agentkb.timestamps import optional_timestamp, timestamp
 
@@ -61,6 +61,7 @@ class AgentRecord(BaseModel):
 
 
 def agent_record(row: AgentRow) -> dict[str, Any]:
+    row = fit_to_show(row, echo_model=True)  # only `model` is echoed whole (spec 2.1)
     record: dict[str, Any] = {
         "id": row.id,
         "name": row.name,
@@ -72,7 +73,7 @@ def agent_record(row: AgentRow) -> dict[str, Any]:
         "prompt_template": row.prompt_template,
     }
     if row.params:
-        record["params"] = mask_secrets(row.params)  # only `model` is echoed whole (spec 2.1)
+        record["params"] = row.params
     return record
 
 
@@ -137,6 +138,7 @@ class KnowledgeBaseRecord(BaseModel):
 
 
 def kb_record(row: KnowledgeBaseRow) -> dict[str, Any]:
+    row = fit_to_show(row)
     return {
         "id": row.id,
         "name": row.name,
@@ -147,12 +149,12 @@ def kb_record(row: KnowledgeBaseRow) -> dict[str, Any]:
         "updated_at": timestamp(row.updated_at),
         "created_at": timestamp(row.created_at),
         "query_id": None,
-        "embedding_model": mask_secrets(row.embedding_model),
-        "reranking_model": mask_secrets(row.reranking_model),
+        "embedding_model": row.embedding_model,
+        "reranking_model": row.reranking_model,
         "metadata_columns": row.metadata_columns,
         "content_columns": row.content_columns,
         "id_column": row.id_column,
-        "params": mask_secrets(row.params),
+        "params": row.params,
     }
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Form, Request, Response
@@ -15,16 +14,16 @@ from fastapi.responses import StreamingResponse
 from agentkb.console import forms
 from agentkb.console.render import ConsoleRoute, page, see_other, services_of
 from agentkb.console.session import PREFIX, check_csrf
-from agentkb.console.streams import SSE_HEADERS, encode
+from agentkb.console.streams import encode, sse_stream
 from agentkb.errors import BadRequest
-from agentkb.secrecy import mask_secrets, mask_text
+from agentkb.secrecy import mask_text
 from agentkb.service.agents import PROVIDERS, AgentInput
-from agentkb.service.lifecycle import Stopped, until
+from agentkb.service.shown import fit_to_show
+from agentkb.service.streams import RUN_STOPPED, Encoder, relay
 from agentkb.service.types import AgentRow, End, Error, Event, Start
 
 log = logging.getLogger("agentkb.console")
 router = APIRouter(prefix=f"{PREFIX}/projects/{{project}}/agents", route_class=ConsoleRoute)
-SHUTDOWN = "The server is shutting down; the agent run was stopped before it finished"
 MAX_TURNS = 20
 
 
@@ -35,12 +34,13 @@ def _url(project: str, agent: str | None = None) -> str:
 
 def shown(agent: AgentRow) -> dict[str, Any]:
     """What a page may show of an agent: its model with every secret masked."""
+    fit = fit_to_show(agent)
     return {
         "name": agent.name,
-        "model": mask_secrets(agent.model),
+        "model": fit.model,
         "data": agent.data,
         "prompt_template": agent.prompt_template or "",
-        "params": mask_secrets(agent.params),
+        "params": fit.params,
         "has_key": bool(agent.model.get("api_key")),
         "updated_at": agent.updated_at,
     }
@@ -182,6 +182,37 @@ def event_object(event: Event) -> dict[str, Any]:
     return dataclasses.asdict(event)
 
 
+class ChatEvents(Encoder[Event]):
+    """The run's events as the page reads them; a run that fails or is stopped by the server shutting
+    down ends with an `error` event and `end`."""
+
+    def __init__(self, agent: str) -> None:
+        self.agent = agent
+        self.trace_id = ""
+        self.ended = False
+        self.problem = RUN_STOPPED  # why the run ends without its end event, unless it failed
+
+    def item(self, item: Event) -> list[str]:
+        if isinstance(item, Start):
+            self.trace_id = item.trace_id
+        self.ended = isinstance(item, End)
+        return [encode(event_object(item))]
+
+    def ends(self, item: Event) -> bool:
+        return isinstance(item, End)
+
+    def failed(self, exc: Exception) -> list[str]:  # reported on the page; the service stores the trace
+        log.error("console chat of agent %s failed", self.agent, exc_info=exc)
+        self.problem = mask_text(f"The agent run failed: {exc}")
+        return []
+
+    async def last(self) -> list[str]:
+        if self.ended:
+            return []
+        stopped = Error(content=self.problem, error_type="general", trace_id=self.trace_id)
+        return [encode(event_object(stopped)), encode(event_object(End()))]
+
+
 @router.post("/{agent}/chat", dependencies=[Depends(check_csrf)])
 async def chat(
     request: Request, project: str, agent: str, question: str = Form(""), history: str = Form("")
@@ -191,25 +222,4 @@ async def chat(
     (`output`) or an `error`, then `end`. Closing the page cancels the run."""
     services = services_of(request)
     events = await services.completions.stream(project, agent, _messages(question, history))
-
-    async def chunks() -> AsyncIterator[str]:
-        trace_id = ""
-        ended = False
-        problem = SHUTDOWN  # why the run ends without its end event, unless it failed
-        try:
-            async for event in until(events, services.shutdown.stopping):
-                if isinstance(event, Start):
-                    trace_id = event.trace_id
-                ended = isinstance(event, End)
-                yield encode(event_object(event))
-        except Stopped:  # the server is shutting down: `problem` says so
-            pass
-        except Exception as exc:  # reported on the page; the trace is stored by the service
-            log.exception("console chat of agent %s failed", agent)
-            problem = mask_text(f"The agent run failed: {exc}")
-        if not ended:
-            stopped = Error(content=problem, error_type="general", trace_id=trace_id)
-            yield encode(event_object(stopped))
-            yield encode(event_object(End()))
-
-    return StreamingResponse(chunks(), media_type="text/event-stream", headers=SSE_HEADERS)
+    return sse_stream(relay(events, services.shutdown.stopping, ChatEvents(agent)))

@@ -16,10 +16,10 @@ from agentkb.console import forms
 from agentkb.console.knowledge_bases import job_view, kb_url
 from agentkb.console.render import ConsoleRoute, see_other, services_of
 from agentkb.console.session import PREFIX, check_csrf
-from agentkb.console.streams import SSE_HEADERS, encode
+from agentkb.console.streams import encode, sse_stream
 from agentkb.errors import BadRequest
-from agentkb.service.lifecycle import Stopped, until
-from agentkb.service.types import InsertInput
+from agentkb.service.streams import Encoder, relay
+from agentkb.service.types import InsertInput, JobRow
 
 router = APIRouter(prefix=f"{PREFIX}/projects/{{project}}/knowledge_bases/{{kb}}", route_class=ConsoleRoute)
 READ_BYTES = 1 << 20
@@ -79,24 +79,28 @@ async def crawl(
     return see_other(f"{kb_url(project, kb)}#jobs")
 
 
+class JobViews(Encoder[JobRow]):
+    """The job each time it changes; a stream the server's shutdown ends before the job did ends with the
+    job as last sent, marked `"shutdown": true`."""
+
+    def __init__(self, first: dict[str, Any]) -> None:
+        self.sent = first
+
+    def item(self, item: JobRow) -> list[str]:
+        self.sent = job_view(item)
+        return [encode(self.sent)]
+
+    async def last(self) -> list[str]:
+        return [] if self.sent["finished"] else [encode({**self.sent, "shutdown": True})]
+
+
 @router.get("/jobs/{job_id}/events")
 async def job_events(request: Request, project: str, kb: str, job_id: str) -> StreamingResponse:
     """The job each time it changes, until it ends (or the server shuts down)."""
     services = services_of(request)
     _, job = await services.jobs.get(project, kb, job_id)
-
-    async def records() -> AsyncIterator[str]:
-        last: dict[str, Any] = job_view(job)
-        try:
-            async for current in until(services.jobs.watch(job), services.shutdown.jobs_released):
-                last = job_view(current)
-                yield encode(last)
-        except Stopped:  # the server is shutting down: the job as it now is, below
-            pass
-        if not last["finished"]:
-            yield encode({**last, "shutdown": True})
-
-    return StreamingResponse(records(), media_type="text/event-stream", headers=SSE_HEADERS)
+    views = JobViews(job_view(job))
+    return sse_stream(relay(services.jobs.watch(job), services.shutdown.jobs_released, views))
 
 
 @router.post("/jobs/{job_id}/cancel", dependencies=[Depends(check_csrf)])

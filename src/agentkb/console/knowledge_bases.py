@@ -12,8 +12,8 @@ from agentkb.console import forms
 from agentkb.console.render import ConsoleRoute, page, see_other, services_of
 from agentkb.console.session import PREFIX, check_csrf
 from agentkb.errors import BadRequest
-from agentkb.secrecy import mask_secrets
 from agentkb.service.knowledge_bases import KnowledgeBaseInput
+from agentkb.service.shown import fit_to_show
 from agentkb.service.types import Filter, KnowledgeBaseRow, SearchOptions
 
 router = APIRouter(prefix=f"{PREFIX}/projects/{{project}}/knowledge_bases", route_class=ConsoleRoute)
@@ -28,10 +28,11 @@ def kb_url(project: str, kb: str | None = None) -> str:
 
 def shown(kb: KnowledgeBaseRow, documents: int | None = None, chunks: int | None = None) -> dict[str, Any]:
     """What a page may show of a knowledge base (secrets masked)."""
+    fit = fit_to_show(kb)
     return {
         "name": kb.name,
-        "embedding_model": mask_secrets(kb.embedding_model),
-        "reranking_model": mask_secrets(kb.reranking_model),
+        "embedding_model": fit.embedding_model,
+        "reranking_model": fit.reranking_model,
         "metadata_columns": kb.metadata_columns,
         "content_columns": kb.content_columns,
         "id_column": kb.id_column,

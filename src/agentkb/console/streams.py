@@ -1,14 +1,20 @@
 """Server-sent events for the console's live parts (an agent's run, a job's progress): each item is one
-`data: <json>` event; a stream ends early, without waiting for its next item, when the server shuts down
-(`service.lifecycle.until`)."""
+`data: <json>` event, sent with the same lifecycle and headers as the API's streams (`service.streams`): a
+stream ends early, without waiting for its next item, when the server shuts down."""
 
 from __future__ import annotations
 
-import json
+from collections.abc import AsyncIterator
 from typing import Any
 
-SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+from fastapi.responses import StreamingResponse
+
+from agentkb.service.streams import HEADERS, MEDIA_TYPE, data
 
 
 def encode(obj: dict[str, Any]) -> str:
-    return f"data: {json.dumps(obj, default=str)}\n\n"
+    return data(obj, default=str)
+
+
+def sse_stream(chunks: AsyncIterator[str]) -> StreamingResponse:
+    return StreamingResponse(chunks, media_type=MEDIA_TYPE, headers=HEADERS)

@@ -2,7 +2,7 @@
 
 Secret fields of `model` and `params` are stored sealed (`secrecy.SecretBox`). The spec has the agent
 record echo `model` (its `api_key` included), so the rows this service returns carry `model` revealed (a
-secret that cannot be decrypted reads `******`); `params` stay sealed and are masked by the encoders.
+secret that cannot be decrypted reads `******`); `params` stay sealed, masked for clients (`service.shown`).
 `get_for_run` reveals both strictly, for calling the provider (flat params such as `openai_api_key` are
 credentials too). A secret sent back as `******` on update keeps the stored one.
 """

@@ -2,8 +2,8 @@
 
 Names share MindsDB's one namespace with projects and system databases, and are matched case-insensitively
 (the exact spelling first; DROP DATABASE matches exactly, as MindsDB's).
-Secret parameters (`password`, tokens, keys) are stored sealed (`secrecy.SecretBox`), masked by the
-encoders, and decrypted only to connect. A secret sent back as `******` on update keeps the stored one, unless
+Secret parameters (`password`, tokens, keys) are stored sealed (`secrecy.SecretBox`), masked for
+clients (`service.shown`), and decrypted only to connect. A secret sent back as `******` on update keeps the stored one, unless
 the update changes where the source connects (`host`, `port`, `user`, `database`, ...): then each stored
 secret must be sent again (`secrecy.check_bound`).
 """

@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from agentkb.errors import BadRequest, NotFound, kb_not_found
+from agentkb.errors import BadRequest, NotFound
 from agentkb.ingest.pipeline import Ingestor, IngestStats
 from agentkb.ingest.request import (
     DocumentSource,
@@ -31,7 +31,7 @@ from agentkb.ingest.request import (
 from agentkb.kb.chunking import chunking_config
 from agentkb.kb.embedders.registry import EmbedderRegistry
 from agentkb.secrecy import SecretBox, restore_masked
-from agentkb.service import access, kb_admin, projects
+from agentkb.service import access, kb_admin, kb_lookup
 from agentkb.service.ingest_partitions import PartitionSource, run_partitioned
 from agentkb.service.job_runner import JobRunner
 from agentkb.service.vector_merge import VectorIndexMerger
@@ -40,7 +40,7 @@ from agentkb.storage import knowledge_bases as repo
 from agentkb.storage.db import Database
 from agentkb.storage.jobs import JobRow
 from agentkb.storage.knowledge_bases import KnowledgeBaseRow
-from agentkb.validation import check_dict, check_storable, is_identifier
+from agentkb.validation import check_dict, check_storable
 
 
 class IngestService:
@@ -114,10 +114,7 @@ class IngestService:
         # the look-up and the job's row need no transaction in common (the row's foreign key refuses a KB
         # dropped meanwhile); forgetting old queries goes with the new one
         async with self.db.transaction() if sql is not None else self.db.autocommitted() as conn:
-            kb = await repo.get_in_project(conn, project_name, kb_name) if is_identifier(kb_name) else None
-            if kb is None:
-                await projects.resolve(conn, project_name)  # 404 for the project first, if that is missing
-                raise kb_not_found(kb_name)
+            kb = await kb_lookup.find(conn, project_name, kb_name)
             if "params" in request:
                 kb_admin.check_secrets(kb, check_dict(request["params"], "params"))
                 stored = {"embedding_model": kb.embedding_model, "reranking_model": kb.reranking_model}

@@ -19,19 +19,19 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb.destinations import check_model_urls
-from agentkb.errors import BadRequest, Conflict, kb_not_found
+from agentkb.errors import BadRequest, Conflict
 from agentkb.kb.chunking import chunk_document, chunking_config, content_hash
 from agentkb.kb.documents import Document
 from agentkb.kb.embedders import config as embedding_config
 from agentkb.kb.embedders.registry import EmbedderRegistry
 from agentkb.secrecy import SecretBox, check_bound, restore_masked
-from agentkb.service import access, projects
+from agentkb.service import access, kb_lookup
 from agentkb.storage import chunks, jobs
 from agentkb.storage import knowledge_bases as repo
 from agentkb.storage.db import MAX_EF_SEARCH, MIN_EF_SEARCH, Database
 from agentkb.storage.jobs import JobRow
 from agentkb.storage.knowledge_bases import KnowledgeBaseRow
-from agentkb.validation import check_dict, check_storable, check_str_list, is_identifier
+from agentkb.validation import check_dict, check_storable, check_str_list
 
 SETTING_KEYS = (
     "embedding_model",
@@ -228,20 +228,7 @@ class KnowledgeBaseAdmin:
 
     async def _locked(self, conn: AsyncConnection, project_name: str, kb_name: str) -> KnowledgeBaseRow:
         """The KB, its row locked (inserts take the same lock: they wait, and are waited for)."""
-        return await self._find(conn, project_name, kb_name, for_update=True)
-
-    async def _find(
-        self, conn: AsyncConnection, project_name: str, kb_name: str, *, for_update: bool = False
-    ) -> KnowledgeBaseRow:
-        project = await projects.resolve(conn, project_name)
-        kb = (
-            await repo.get(conn, project.id, kb_name, for_update=for_update)
-            if is_identifier(kb_name)
-            else None
-        )
-        if kb is None:
-            raise kb_not_found(kb_name)
-        return kb
+        return await kb_lookup.find(conn, project_name, kb_name, for_update=True)
 
     async def alter(self, project_name: str, kb_name: str, changes: Mapping[str, Any]) -> KnowledgeBaseRow:
         """`ALTER KNOWLEDGE_BASE … USING …` and `PUT …/knowledge_bases/{kb}` with settings only."""
@@ -309,7 +296,7 @@ class KnowledgeBaseAdmin:
         access.require_project(project_name)
         options = index_options(given)
         async with self.db.read() as lock_conn:
-            table = (await self._find(lock_conn, project_name, kb_name)).storage_table
+            table = (await kb_lookup.find(lock_conn, project_name, kb_name)).storage_table
             async with chunks.merge_lock(lock_conn, table), self.db.transaction() as conn:
                 kb = await self._locked(conn, project_name, kb_name)
                 if kb.storage_table != table:  # dropped and created again meanwhile: lock the new table

@@ -1,7 +1,7 @@
 """Knowledge bases: records plus their chunk tables, created and dropped together.
 
 Secret fields of `embedding_model`, `reranking_model` and `params` are stored sealed
-(`secrecy.SecretBox`); rows come back sealed, the encoders mask them, and the search and ingest services
+(`secrecy.SecretBox`); rows come back sealed, `service.shown` masks them for clients, and the search and ingest services
 reveal them where they call the provider."""
 
 from __future__ import annotations
@@ -13,18 +13,18 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 
 from agentkb.destinations import check_model_urls
-from agentkb.errors import BadRequest, Conflict, kb_not_found, project_not_found
+from agentkb.errors import BadRequest, Conflict, project_not_found
 from agentkb.kb.embedders import config as embedding_config
 from agentkb.kb.filters import Filter
 from agentkb.secrecy import SecretBox, drop_carried, refuse_sealed
-from agentkb.service import access, projects
+from agentkb.service import access, kb_lookup, projects
 from agentkb.service.kb_admin import check_ef_search
 from agentkb.storage import chunk_search, chunks
 from agentkb.storage import knowledge_bases as repo
 from agentkb.storage.chunk_filters import compile_filters
 from agentkb.storage.db import Database
 from agentkb.storage.knowledge_bases import KnowledgeBaseRow
-from agentkb.validation import check_dict, check_name, check_storable, check_str_list, is_identifier
+from agentkb.validation import check_dict, check_name, check_storable, check_str_list
 
 VECTOR_DATABASE = "agentkb_pgvector"
 DimensionResolver = Callable[[dict[str, Any]], Awaitable[int]]
@@ -101,8 +101,7 @@ class KnowledgeBaseService:
             return await repo.list_for_project(conn, project.id)
 
     async def get(self, project_name: str, name: str) -> KnowledgeBaseRow:
-        access.require_project(project_name)
-        return await projects.named_in_project(self.db, project_name, name, repo.get_in_project, kb_not_found)
+        return await kb_lookup.read(self.db, project_name, name)
 
     async def create(self, project_name: str, given: KnowledgeBaseInput) -> KnowledgeBaseRow:
         access.require_write("creating a knowledge base")
@@ -172,10 +171,7 @@ class KnowledgeBaseService:
         access.require_write("deleting a knowledge base")
         access.require_project(project_name)
         async with self.db.transaction() as conn:
-            project = await projects.resolve(conn, project_name)
-            kb = await repo.get(conn, project.id, name, for_update=True) if is_identifier(name) else None
-            if kb is None:
-                raise kb_not_found(name)
+            kb = await kb_lookup.find(conn, project_name, name, for_update=True)
             await chunks.drop_chunk_table(conn, kb.storage_table)
             await repo.delete(conn, kb.id)
 
@@ -195,12 +191,7 @@ class KnowledgeBaseService:
             conditions.append(Filter("id", "in", tuple(ids)))
         where, params = compile_filters(conditions)
         async with self.db.transaction() as conn:
-            project = await projects.resolve(conn, project_name)
-            kb = (
-                await repo.get(conn, project.id, kb_name, for_update=True) if is_identifier(kb_name) else None
-            )
-            if kb is None:
-                raise kb_not_found(kb_name)
+            kb = await kb_lookup.find(conn, project_name, kb_name, for_update=True)
             deleted = await chunk_search.delete_where(conn, kb.storage_table, where, params)
             await repo.update(conn, kb.id, {})
             return deleted

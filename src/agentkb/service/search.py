@@ -17,7 +17,7 @@ from sqlalchemy.exc import ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb import metrics
-from agentkb.errors import NotFound, kb_not_found
+from agentkb.errors import NotFound
 from agentkb.guarded_http import guarded_httpx_client
 from agentkb.kb import rerank
 from agentkb.kb.embedders.registry import EmbedderRegistry
@@ -34,13 +34,13 @@ from agentkb.kb.search import (
 )
 from agentkb.kb.vectors import Loaded, VectorSet, VectorSets
 from agentkb.secrecy import SecretBox
-from agentkb.service import access, projects
+from agentkb.service import access, kb_lookup
 from agentkb.sql.kbquery import KBQuery
 from agentkb.storage import chunk_search, chunks
 from agentkb.storage import knowledge_bases as repo
 from agentkb.storage.db import Database
 from agentkb.storage.knowledge_bases import KnowledgeBaseRow
-from agentkb.validation import check_storable, is_identifier
+from agentkb.validation import check_storable
 
 # a larger index ranks in a worker thread, beside the event loop. BM25 ranks 100,000 chunks in ~0.8 ms (its top
 # k among the scoring chunks only: kb.lexical); at that size ranking inline served 8 concurrent hybrid searches
@@ -143,19 +143,7 @@ class SearchService:
 
     async def knowledge_base(self, project_name: str, kb_name: str) -> KnowledgeBaseRow:
         """The KB's row, read now."""
-        access.require_project(project_name)
-        async with self.db.read() as conn:
-            kb = (
-                await repo.get_in_project(conn, project_name.lower(), kb_name)
-                if is_identifier(kb_name)
-                else None
-            )
-            if kb is None:
-                await projects.resolve(
-                    conn, project_name
-                )  # 404 for the project first, if that is what is missing
-        if kb is None:
-            raise kb_not_found(kb_name)
+        kb = await kb_lookup.read(self.db, project_name, kb_name)
         self._remember(kb, (project_name, kb_name))
         return kb
 

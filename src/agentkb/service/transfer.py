@@ -18,13 +18,13 @@ from agentkb.kb import model_endpoints
 from agentkb.kb.model_endpoints import describe
 from agentkb.kb.transfer import ExportEncoder, ExportReader, Header, bad_file, put_secrets, strip_secrets
 from agentkb.secrecy import SecretBox, sealed_key_ids
-from agentkb.service import access, projects
+from agentkb.service import access, kb_lookup, projects
 from agentkb.service.kb_admin import index_options
 from agentkb.storage import chunks, transfer
 from agentkb.storage import knowledge_bases as repo
 from agentkb.storage.db import Database
 from agentkb.storage.knowledge_bases import KnowledgeBaseRow
-from agentkb.validation import check_name, is_identifier
+from agentkb.validation import check_name
 
 BATCH = 1000
 Progress = Callable[[int, int | None], None]
@@ -72,21 +72,12 @@ class TransferService:
             max_inflated_bytes  # an import file's, inflated (None: the format's default)
         )
 
-    async def _find(self, project_name: str, kb_name: str) -> KnowledgeBaseRow:
-        access.require_project(project_name)
-        async with self.db.connect() as conn:
-            project = await projects.resolve(conn, project_name)
-            kb = await repo.get(conn, project.id, kb_name) if is_identifier(kb_name) else None
-        if kb is None:
-            raise kb_not_found(kb_name)
-        return kb
-
     async def export(
         self, project_name: str, kb_name: str, on_progress: Progress | None = None
     ) -> AsyncIterator[bytes]:
         """The export file of a knowledge base as a stream of gzip pieces. Unknown project or KB: 404
         here, before any byte. The KB is read in one snapshot; its secrets are left out (never revealed)."""
-        kb = await self._find(project_name, kb_name)
+        kb = await kb_lookup.read(self.db, project_name, kb_name)
         return self._export(kb.id, kb_name, on_progress)
 
     async def _export(self, kb_id: int, kb_name: str, on_progress: Progress | None) -> AsyncIterator[bytes]:
