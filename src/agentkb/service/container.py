@@ -33,9 +33,7 @@ from agentkb.service.openai_compat import ChatService
 from agentkb.service.projects import ProjectService
 from agentkb.service.query_sources import QuerySources
 from agentkb.service.search import SearchService
-from agentkb.service.sql import SQLService
-from agentkb.service.sql_evaluate import SQLTables
-from agentkb.service.sql_insert import SQLInsert
+from agentkb.service.sql import SQLContext, SQLService, SQLTables, statement_handlers
 from agentkb.service.transfer import TransferService
 from agentkb.settings import Settings
 from agentkb.storage.db import Database
@@ -138,29 +136,23 @@ def build_services(
     completions = CompletionService(
         db, agent_service, search, data_sources, kb_service, settings, http_client, files=files
     )
-    sql = SQLService(
+    sql_context = SQLContext(
         projects=projects,
         agents=agent_service,
         knowledge_bases=kb_service,
-        data_sources=data_sources,
-        ingest=ingest,
-        search=search,
-        files=files,
-        completions=completions,
         kb_admin=kb_admin,
-        inserts=SQLInsert(
-            projects=projects,
-            knowledge_bases=kb_service,
-            data_sources=data_sources,
-            ingest=ingest,
-            files=files,
-            sources=query_sources,
-            autobatch=settings.autobatch_inserts,
-        ),
+        data_sources=data_sources,
+        files=files,
+        search=search,
+        completions=completions,
+        ingest=ingest,
+        sources=query_sources,
+        autobatch=settings.autobatch_inserts,
     )
-    evaluations = EvaluateService(db, search, settings.default_model, http_client)
-    evaluations.tables = SQLTables(sql, files)
-    sql.evaluations = evaluations
+    # EVALUATE reads and writes its test tables through an endpoint of its own, which has no EVALUATE
+    reader = SQLService(sql_context, statement_handlers(evaluations=None))
+    evaluations = EvaluateService(db, search, settings.default_model, http_client, SQLTables(reader, files))
+    sql = SQLService(sql_context, statement_handlers(evaluations=evaluations))
     return Services(
         settings=settings,
         box=box,

@@ -153,12 +153,13 @@ class EvaluateService:
         search: SearchService,
         default_model: dict[str, Any],
         http_client: httpx2.AsyncClient,
+        tables: Tables,
     ) -> None:
         self.db = db
         self.search = search
         self.default_model = default_model
         self.http_client = http_client
-        self.tables: Tables | None = None  # set by build_services (the SQL endpoint's tables)
+        self.tables = tables  # the test tables, as the SQL endpoint sees them
 
     # --- the run ---------------------------------------------------------------------------------------
     async def evaluate(
@@ -167,8 +168,6 @@ class EvaluateService:
         access.require_write("evaluating a knowledge base")  # it stores a run, and may write test tables
         access.require_project(project)
         tables = self.tables
-        if tables is None:
-            raise RuntimeError("EvaluateService.tables is not set")
         kb = await self.search.knowledge_base(project, kb_name)
         context = db or kb.project_name
         assert given.test_table is not None

@@ -15,13 +15,13 @@ from mindsdb_sql_parser import ast
 
 from agentkb.errors import BadRequest
 from agentkb.service import access
+from agentkb.service.sql.result import Result, ok, table
 from agentkb.storage import jobs
 from agentkb.storage.jobs import JobRow
 from agentkb.timestamps import optional_timestamp, timestamp
 
 if TYPE_CHECKING:
     from agentkb.service.ingest import IngestService
-    from agentkb.service.sql import Result
 
 # information_schema.queries (MindsDB's QueriesTable)
 QUERY_COLUMNS = [
@@ -86,15 +86,9 @@ def kb_query_columns(job: JobRow | None) -> dict[str, Any]:
     }
 
 
-def _result(kind: str, columns: list[str] | None = None, data: list[list[Any]] | None = None) -> Result:
-    from agentkb.service.sql import Result  # sql.py dispatches here: imported late, not at module load
-
-    return Result(kind, columns or [], data or [])
-
-
 def record_answer(job: JobRow) -> Result:
     row = query_row(job)
-    return _result("table", RECORD_COLUMNS, [[row[c] for c in RECORD_COLUMNS]])
+    return table(RECORD_COLUMNS, [[row[c] for c in RECORD_COLUMNS]])
 
 
 def _query_id(select: ast.Select, name: str) -> int:
@@ -142,7 +136,7 @@ class SQLQueries:
             async with self.db.transaction() as conn:
                 if await jobs.remove_query(conn, query_id) is None:
                     raise query_not_found(query_id)
-            return _result("ok")
+            return ok()
         async with self.db.transaction() as conn:
             job = await jobs.get_query(conn, query_id)
             if job is None:

@@ -1,14 +1,14 @@
 """`EVALUATE KNOWLEDGE_BASE [<project>.]<kb> USING test_table = files.<name>, generate_data = …, …` on the SQL
-endpoint (service/evaluate.py does the work), and `SQLTables`: the tables EVALUATE reads and writes, as the
-SQL endpoint sees them. Reads go through the endpoint itself (`files.<name>`, a data source's table, a
-knowledge base); writes go to `files.<name>` only (a JSON table file), as agentkb's data sources are
-read-only.
+endpoint (the evaluate service does the work), and `SQLTables`: the tables EVALUATE reads and writes, as the
+SQL endpoint sees them. Reads go through an SQL endpoint of their own (`files.<name>`, a data source's
+table, a knowledge base: every statement but EVALUATE); writes go to `files.<name>` only (a JSON table
+file), as agentkb's data sources are read-only.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 from mindsdb_sql_parser import ast, parse_sql
@@ -17,13 +17,20 @@ from agentkb.errors import AgentKBError, BadRequest
 from agentkb.ingest.files.tables import Tabular
 from agentkb.service.evaluate import evaluate_input
 from agentkb.service.files import check_file_name
-from agentkb.service.sql import Result, SQLService, jsonable
+from agentkb.service.query_sources import FILES
+from agentkb.service.sql.context import SQLContext
+from agentkb.service.sql.result import Result, jsonable, table
 from agentkb.sql.names import two_part
 
 if TYPE_CHECKING:
+    from agentkb.service.evaluate import EvaluateService
     from agentkb.service.files import FileService
 
-FILES = "files"
+
+class Executor(Protocol):
+    """What SQLTables reads through: an SQL endpoint (`service.SQLService`)."""
+
+    async def execute(self, sql: str, db: str, params: Mapping[str, Any] | None = None) -> Result: ...
 
 
 def _plain(value: Any) -> Any:
@@ -39,22 +46,28 @@ def _plain(value: Any) -> Any:
     return value
 
 
-async def evaluate_statement(sql: SQLService, statement: ast.EvaluateKnowledgeBase, db: str) -> Result:
-    if sql.evaluations is None:
-        raise BadRequest("EVALUATE KNOWLEDGE_BASE is not available in this process")
-    project, name = two_part(statement.name, db)
-    params = {str(k).lower(): _plain(v) for k, v in (statement.params or {}).items()}
-    outcome = await sql.evaluations.evaluate(project, name, evaluate_input(params), db=db)
-    if outcome.answer is None:  # evaluate = false: MindsDB answers an empty table
-        return Result("table", [], [], db=db)
-    columns = list(outcome.answer)
-    return Result("table", columns, [[jsonable(outcome.answer[c]) for c in columns]], db=db)
+class EvaluateStatement:
+    """The EVALUATE KNOWLEDGE_BASE handler: a statement of the table only where an evaluate service is."""
+
+    def __init__(self, evaluations: EvaluateService) -> None:
+        self.evaluations = evaluations
+
+    async def __call__(
+        self, ctx: SQLContext, statement: ast.EvaluateKnowledgeBase, db: str, params: Any
+    ) -> Result:
+        project, name = two_part(statement.name, db)
+        given = {str(k).lower(): _plain(v) for k, v in (statement.params or {}).items()}
+        outcome = await self.evaluations.evaluate(project, name, evaluate_input(given), db=db)
+        if outcome.answer is None:  # evaluate = false: MindsDB answers an empty table
+            return table([], [], db=db)
+        columns = list(outcome.answer)
+        return table(columns, [[jsonable(outcome.answer[c]) for c in columns]], db=db)
 
 
 class SQLTables:
     """`service.evaluate.Tables` over the SQL endpoint and the uploaded files."""
 
-    def __init__(self, sql: SQLService, files: FileService) -> None:
+    def __init__(self, sql: Executor, files: FileService) -> None:
         self.sql = sql
         self.files = files
 

@@ -1,7 +1,7 @@
 """MindsDB's agent statements: CREATE AGENT, ALTER AGENT / UPDATE AGENT, DROP AGENT, and an agent queried as
 a table (`SELECT answer FROM <agent> WHERE question = '...' [USING ...]`).
 
-`SQLService` dispatches to `AgentStatements`; answers are `(columns, rows)` for tables, affected rows for the
+The statement handlers (`ddl`, `select`) call `AgentStatements`; answers are `(columns, rows)` for tables, affected rows for the
 rest.
 
 An agent as a table (MindsDB 25.14's ApplyPredictorRowStep, 26.1's select targets):

@@ -1,24 +1,25 @@
 """MindsDB statements that change or describe what exists: `UPDATE <kb> SET … WHERE chunk_id = …`,
 `DESCRIBE KNOWLEDGE_BASE | AGENT | DATABASE`, `ALTER KNOWLEDGE_BASE … USING`, `CREATE INDEX ON KNOWLEDGE_BASE`,
-`ALTER DATABASE <project> NAME = …`, `UPDATE AGENT … SET`, `DROP DATABASE` (exact names, as MindsDB) and
-`SHOW TABLES FROM agentkb_pgvector`. `SQLService` binds each as its `_<statement>` method."""
+`ALTER DATABASE <project> NAME = …`, `CREATE / DROP KNOWLEDGE_BASE`, `CREATE DATABASE`, `DROP DATABASE` (exact
+names, as MindsDB), `CREATE / ALTER / DROP AGENT` (`agents.AgentStatements` reads them) and `DELETE FROM <kb>`.
+Each is a handler of the statement table (`service.statement_handlers`)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mindsdb_sql_parser import ast
 
 from agentkb.errors import BadRequest, NotFound
-from agentkb.service.knowledge_bases import VECTOR_DATABASE
-from agentkb.service.sql_queries import kb_query_columns
+from agentkb.service.knowledge_bases import KnowledgeBaseInput
+from agentkb.service.sql.context import SQLContext
+from agentkb.service.sql.queries import kb_query_columns
+from agentkb.service.sql.result import Result, ok, table
 from agentkb.sql import catalog, names
+from agentkb.sql.kbquery import parse_kb_select_ast
 from agentkb.timestamps import optional_timestamp
-
-if TYPE_CHECKING:
-    from agentkb.service.sql import Result, SQLService
 
 DESCRIBE_KB_COLUMNS = [
     *catalog.KB_COLUMNS,
@@ -33,14 +34,6 @@ _DESCRIBABLE = {"KNOWLEDGE_BASE": "knowledge_bases", "AGENT": "agents", "DATABAS
 _UPDATE_HINT = "UPDATE <kb> SET content = '…'[, metadata = '{…}'] WHERE chunk_id = '…'"
 
 
-def _result(
-    kind: str, columns: list[str] | None = None, data: list[list[Any]] | None = None, **kw: Any
-) -> Result:
-    from agentkb.service.sql import Result  # noqa: PLC0415 - sql.py imports this module
-
-    return Result(kind, columns or [], data or [], **kw)
-
-
 def _value(node: ast.ASTNode, params: Mapping[str, Any] | None, what: str) -> Any:
     if isinstance(node, ast.Constant):
         return node.value
@@ -53,14 +46,14 @@ def _value(node: ast.ASTNode, params: Mapping[str, Any] | None, what: str) -> An
 
 
 # --- DESCRIBE -----------------------------------------------------------------------------------------
-async def describe(svc: SQLService, statement: ast.Describe, db: str, params: Any) -> Result:
+async def describe(ctx: SQLContext, statement: ast.Describe, db: str, params: Any) -> Result:
     """MindsDB answers DESCRIBE <kind> <name> with that object's information_schema row; a knowledge base's
     also tells of its last insert (agentkb: its latest ingestion job)."""
     kind = (statement.type or "").upper().replace(" ", "_")
     kind = kind[:-1] if kind.endswith("S") and kind[:-1] in _DESCRIBABLE else kind
     if kind in ("", "MODEL", "PREDICTOR"):
         project, name = names.two_part(statement.value, db)
-        if kind or not await svc._kb_exists(project, name):
+        if kind or not await ctx.kb_exists(project, name):
             raise BadRequest(
                 f"DESCRIBE {statement.value.to_string()} describes a model; agentkb has no models: use DESCRIBE "
                 "KNOWLEDGE_BASE <name> or DESCRIBE AGENT <name>"
@@ -77,25 +70,25 @@ async def describe(svc: SQLService, statement: ast.Describe, db: str, params: An
         select = ast.Select(
             targets=[ast.Star()], from_table=ast.Identifier("information_schema.databases"), where=where
         )
-        return await svc._information_schema(select, "databases", db)
+        return await ctx.information_schema(select, "databases", db)
     project, name = names.two_part(statement.value, db)
     if kind == "AGENT":
-        rows = [r for r in await svc._agent_rows(None) if r["NAME"] == name and r["PROJECT"] == project]
+        rows = [r for r in await ctx.agent_rows(None) if r["NAME"] == name and r["PROJECT"] == project]
         columns = catalog.AGENT_COLUMNS
-        return _result("table", columns, [[r[c] for c in columns] for r in rows], db=db)
-    return _result("table", DESCRIBE_KB_COLUMNS, await _describe_kb(svc, project, name), db=db)
+        return table(columns, [[r[c] for c in columns] for r in rows], db=db)
+    return table(DESCRIBE_KB_COLUMNS, await _describe_kb(ctx, project, name), db=db)
 
 
-async def _describe_kb(svc: SQLService, project: str, name: str) -> list[list[Any]]:
+async def _describe_kb(ctx: SQLContext, project: str, name: str) -> list[list[Any]]:
     try:
-        kb = await svc.knowledge_bases.get(project, name)
+        kb = await ctx.knowledge_bases.get(project, name)
     except NotFound:
         return []  # MindsDB: an empty answer (a SELECT that matched nothing)
     row = catalog.kb_row(kb)
     row["RERANKING_MODEL"] = row["RERANKING_MODEL"] or {}  # MindsDB stores {} for "no reranking model"
     for column in _JSON_COLUMNS:
         row[column] = None if row[column] is None else json.dumps(row[column])
-    job = await svc.kb_admin.last_job(kb)
+    job = await ctx.kb_admin.last_job(kb)
     if job is not None and job.sql is not None:  # a SQL INSERT: its information_schema.queries record
         row.update(kb_query_columns(job))
     elif job is not None:
@@ -124,9 +117,9 @@ def _conditions(where: ast.ASTNode | None, params: Mapping[str, Any] | None) -> 
     raise BadRequest(f"UPDATE of a knowledge base needs WHERE chunk_id = '…' (got {shown}): {_UPDATE_HINT}")
 
 
-async def update(svc: SQLService, statement: ast.Update, db: str, params: Any) -> Result:
+async def update(ctx: SQLContext, statement: ast.Update, db: str, params: Any) -> Result:
     project, name = names.two_part(statement.table, db)
-    if not await svc._kb_exists(project, name):
+    if not await ctx.kb_exists(project, name):
         raise BadRequest(
             f"UPDATE is supported on knowledge bases only ({_UPDATE_HINT}); {project}.{name} is not one. "
             "Data sources are read-only."
@@ -146,37 +139,37 @@ async def update(svc: SQLService, statement: ast.Update, db: str, params: Any) -
             metadata = json.loads(metadata)
         except ValueError as exc:
             raise BadRequest(f"metadata must be a JSON object: {exc}") from exc
-    changed = await svc.kb_admin.update_chunk(
+    changed = await ctx.kb_admin.update_chunk(
         project, name, str(conditions["chunk_id"]), content=content, metadata=metadata
     )
-    return _result("ok", affected_rows=changed)
+    return ok(affected_rows=changed)
 
 
 # --- ALTER KNOWLEDGE_BASE, CREATE INDEX ON KNOWLEDGE_BASE ---------------------------------------------
 async def alter_knowledge_base(
-    svc: SQLService, statement: ast.AlterKnowledgeBase, db: str, params: Any
+    ctx: SQLContext, statement: ast.AlterKnowledgeBase, db: str, params: Any
 ) -> Result:
     project, name = names.two_part(statement.name, db)
-    await svc.kb_admin.alter(project, name, dict(statement.params or {}))
-    return _result("ok")
+    await ctx.kb_admin.alter(project, name, dict(statement.params or {}))
+    return ok()
 
 
 async def create_index(
-    svc: SQLService, statement: ast.CreateKnowledgeBaseIndex, db: str, params: Any
+    ctx: SQLContext, statement: ast.CreateKnowledgeBaseIndex, db: str, params: Any
 ) -> Result:
     project, name = names.two_part(statement.name, db)
-    await svc.kb_admin.rebuild_index(project, name, dict(statement.params or {}))
-    return _result("ok")
+    await ctx.kb_admin.rebuild_index(project, name, dict(statement.params or {}))
+    return ok()
 
 
 # --- projects and agents ----------------------------------------------------------------------------------
-async def alter_database(svc: SQLService, statement: ast.AlterDatabase, db: str, params: Any) -> Result:
+async def alter_database(ctx: SQLContext, statement: ast.AlterDatabase, db: str, params: Any) -> Result:
     """`ALTER DATABASE <project> NAME = '<new name>'` renames a project (a back-quoted name is matched
     exactly, an unquoted one in any case, as MindsDB's `strict_case`)."""
     name, exact = names.one_part(statement.name), names.is_quoted(statement.name)
     given = dict(statement.params or {})
-    if not await svc._is_project(name):
-        if await _data_source_exists(svc, name):
+    if not await ctx.is_project(name):
+        if await ctx.data_source_exists(name):
             raise BadRequest(
                 f"ALTER DATABASE {name}: agentkb cannot change a data source's parameters; drop it and create "
                 "it again (DROP DATABASE, then CREATE DATABASE … WITH ENGINE = …, PARAMETERS = {…})"
@@ -186,43 +179,101 @@ async def alter_database(svc: SQLService, statement: ast.AlterDatabase, db: str,
         raise BadRequest(
             "Only the 'name' field can be updated for projects: ALTER DATABASE <project> NAME = '…'"
         )
-    await svc.projects.rename(name, given["name"], exact=exact)
-    return _result("ok")
+    await ctx.projects.rename(name, given["name"], exact=exact)
+    return ok()
 
 
-async def _data_source_exists(svc: SQLService, name: str) -> bool:
-    try:
-        await svc.data_sources.get(name)
-    except NotFound:
-        return False
-    return True
-
-
-async def drop_database(svc: SQLService, statement: ast.DropDatabase, db: str, params: Any) -> Result:
+async def drop_database(ctx: SQLContext, statement: ast.DropDatabase, db: str, params: Any) -> Result:
     """A project or a data source, spelt exactly as stored (MindsDB's DROP DATABASE: an unquoted name is
     lower-cased, then matched exactly)."""
     name = names.one_part(statement.name)
     try:
-        project = await svc.projects.get(name)
+        project = await ctx.projects.get(name)
     except NotFound:
         project = None
     if project is not None and project.name == name:
-        await svc.projects.delete(name, exact=True)
-        return _result("ok", affected_rows=1)
+        await ctx.projects.delete(name, exact=True)
+        return ok(affected_rows=1)
     try:
-        await svc.data_sources.delete(name, exact=True)
+        await ctx.data_sources.delete(name, exact=True)
     except NotFound:
         if not statement.if_exists:
             raise
-    return _result("ok", affected_rows=1)
+    return ok(affected_rows=1)
 
 
-async def vector_tables(svc: SQLService, database: str) -> list[str] | None:
-    """`SHOW TABLES FROM agentkb_pgvector` (the STORAGE every knowledge base names): their chunk tables;
-    None for another database."""
-    if database.lower() != VECTOR_DATABASE:
-        return None
-    tables: list[str] = []
-    for project in await svc.projects.list():
-        tables += [kb.storage_table for kb in await svc.knowledge_bases.list(project.name)]
-    return tables
+async def create_knowledge_base(
+    ctx: SQLContext, create: ast.CreateKnowledgeBase, db: str, params: Any
+) -> Result:
+    project, name = names.two_part(create.name, db)
+    options = dict(create.params or {})
+    storage = None
+    if create.storage is not None:
+        storage = {"database": str(create.storage.parts[0]), "table": str(create.storage.parts[-1])}
+    fields = {
+        k: options.pop(k)
+        for k in (
+            "embedding_model",
+            "reranking_model",
+            "metadata_columns",
+            "content_columns",
+            "id_column",
+            "preprocessing",
+        )
+        if k in options
+    }
+    given = KnowledgeBaseInput(name=name, params=options or None, storage=storage, **fields)
+    if create.if_not_exists and await ctx.kb_exists(project, name):
+        return ok(affected_rows=0)
+    await ctx.knowledge_bases.create(project, given)
+    return ok(affected_rows=1)
+
+
+async def drop_knowledge_base(ctx: SQLContext, drop: ast.DropKnowledgeBase, db: str, params: Any) -> Result:
+    project, name = names.two_part(drop.name, db)
+    if drop.if_exists and not await ctx.kb_exists(project, name):
+        return ok(affected_rows=0)
+    await ctx.knowledge_bases.delete(project, name)
+    return ok(affected_rows=1)
+
+
+async def create_agent(ctx: SQLContext, create: ast.CreateAgent, db: str, params: Any) -> Result:
+    return ok(affected_rows=await ctx.agent_sql.create(create, db))
+
+
+async def update_agent(ctx: SQLContext, update: ast.UpdateAgent, db: str, params: Any) -> Result:
+    return ok(affected_rows=await ctx.agent_sql.update(update, db))
+
+
+async def drop_agent(ctx: SQLContext, drop: ast.DropAgent, db: str, params: Any) -> Result:
+    return ok(affected_rows=await ctx.agent_sql.drop(drop, db))
+
+
+async def create_database(ctx: SQLContext, create: ast.CreateDatabase, db: str, params: Any) -> Result:
+    name = names.one_part(create.name)
+    exists = await ctx.is_project(name) or name.lower() in {
+        s.name.lower() for s in await ctx.data_sources.list()
+    }
+    if create.if_not_exists and exists:
+        return ok(affected_rows=0)
+    if create.engine is None or create.engine.lower() == "mindsdb":
+        await ctx.projects.create(name, keep_case=True)
+    else:
+        await ctx.data_sources.create(name, create.engine, create.parameters or {}, keep_case=True)
+    return ok(affected_rows=1)
+
+
+# --- DELETE FROM <kb> -------------------------------------------------------------------------------------
+async def delete(ctx: SQLContext, delete: ast.Delete, db: str, params: Any) -> Result:
+    project, name = names.two_part(delete.table, db)
+    if not await ctx.kb_exists(project, name):
+        raise BadRequest(f"DELETE is supported on knowledge bases only; {project}.{name} is not one")
+    if delete.where is None:
+        raise BadRequest("DELETE needs a WHERE clause (DROP KNOWLEDGE_BASE removes everything)")
+    query = parse_kb_select_ast(
+        ast.Select(targets=[ast.Star()], from_table=delete.table, where=delete.where), db, params=params
+    )
+    if query.content is not None:
+        raise BadRequest("DELETE by content is not supported; filter on id or metadata")
+    _, chunks = await ctx.knowledge_bases.delete_documents(project, name, None, query.filters)
+    return ok(affected_rows=chunks)
