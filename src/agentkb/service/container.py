@@ -22,6 +22,8 @@ from agentkb.service.evaluate import EvaluateService
 from agentkb.service.files import FileService
 from agentkb.service.health import HealthService
 from agentkb.service.ingest import IngestService
+from agentkb.service.ingest_partitions import PartitionedInserts
+from agentkb.service.ingest_writer import ChunkWriter
 from agentkb.service.jobs import JobService
 from agentkb.service.kb_admin import KnowledgeBaseAdmin
 from agentkb.service.knowledge_bases import KnowledgeBaseService
@@ -35,6 +37,7 @@ from agentkb.service.query_sources import QuerySources
 from agentkb.service.search import SearchService
 from agentkb.service.sql import SQLContext, SQLService, SQLTables, statement_handlers
 from agentkb.service.transfer import TransferService
+from agentkb.service.vector_merge import VectorIndexMerger
 from agentkb.settings import Settings
 from agentkb.storage.db import Database
 
@@ -68,7 +71,7 @@ class Services:
         """Give back what the services hold (data-source engines, embedder and search HTTP clients), store the
         agent run traces not yet stored, and stop vector-index merges (an interrupted one is redone later)."""
         await self.completions.aclose()
-        await self.ingest.merger.close()
+        await self.ingest.writer.merger.close()
         self.data_sources.close()
         await self.embedders.aclose()
         await self.search.aclose()
@@ -128,10 +131,15 @@ def build_services(
         ),
     )
     query_sources = QuerySources(data_sources, files)  # an insert's SELECT: uploaded files or a data source
-    ingest = IngestService(db, embedders, query_sources, heartbeat_s=settings.job_heartbeat_s, box=box)
-    ingest.partition_source = query_sources
-    ingest.document_sources["files"] = FileSource(files)
-    ingest.document_sources["urls"] = UrlSource(settings.crawl_allow_private)
+    writer = ChunkWriter(embedders, box, VectorIndexMerger(db))
+    ingest = IngestService(
+        db,
+        writer,
+        query_sources,
+        PartitionedInserts(db, writer, query_sources),
+        {"files": FileSource(files), "urls": UrlSource(settings.crawl_allow_private)},
+        heartbeat_s=settings.job_heartbeat_s,
+    )
     projects = ProjectService(db, settings.default_project)
     completions = CompletionService(
         db, agent_service, search, data_sources, kb_service, settings, http_client, files=files

@@ -11,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from agentkb.errors import BadRequest, NotFound, kb_not_found
-from agentkb.ingest.pipeline import Ingestor, IngestStats
+from agentkb.errors import BadRequest, kb_not_found
+from agentkb.ingest.pipeline import IngestStats
 from agentkb.ingest.request import (
     DocumentSource,
     InsertInput,
@@ -29,12 +30,11 @@ from agentkb.ingest.request import (
     row_batches,
 )
 from agentkb.kb.chunking import chunking_config
-from agentkb.kb.embedders.registry import EmbedderRegistry
-from agentkb.secrecy import SecretBox, restore_masked
+from agentkb.secrecy import restore_masked
 from agentkb.service import access, kb_admin, projects
-from agentkb.service.ingest_partitions import PartitionSource, run_partitioned
+from agentkb.service.ingest_partitions import PartitionedInserts
+from agentkb.service.ingest_writer import ChunkWriter
 from agentkb.service.job_runner import JobRunner
-from agentkb.service.vector_merge import VectorIndexMerger
 from agentkb.storage import jobs
 from agentkb.storage import knowledge_bases as repo
 from agentkb.storage.db import Database
@@ -50,20 +50,21 @@ class IngestService:
     def __init__(
         self,
         db: Database,
-        embedders: EmbedderRegistry,
+        writer: ChunkWriter,
         data_sources: RowStream,
+        partitions: PartitionedInserts,
+        document_sources: Mapping[str, DocumentSource],
         *,
         heartbeat_s: float = 5.0,
-        box: SecretBox | None = None,
     ) -> None:
+        """`data_sources`: the rows of an insert's query; `partitions`: partitioned SQL inserts;
+        `document_sources`: where `files` and `urls` inserts read their documents."""
         self.db = db
-        self.embedders = embedders
-        self.box = box or SecretBox.from_environment()
+        self.writer = writer
         self.data_sources = data_sources
+        self.partitions = partitions
+        self.document_sources = dict(document_sources)
         self.runner = JobRunner(db, self._execute, heartbeat_s=heartbeat_s)
-        self.merger = VectorIndexMerger(db)  # the delta of new chunks into the HNSW index, in the background
-        self.document_sources: dict[str, DocumentSource] = {}  # "files", "urls": registered by the app
-        self.partition_source: PartitionSource | None = None  # partitioned SQL inserts: registered by the app
         self.queued = asyncio.Event()  # set when an async job is queued, to wake the in-process worker
 
     async def _validate(self, given: InsertInput) -> dict[str, Any]:
@@ -121,7 +122,7 @@ class IngestService:
             if "params" in request:
                 kb_admin.check_secrets(kb, check_dict(request["params"], "params"))
                 stored = {"embedding_model": kb.embedding_model, "reranking_model": kb.reranking_model}
-                request["params"] = self.box.seal(restore_masked(request["params"], stored))
+                request["params"] = self.writer.box.seal(restore_masked(request["params"], stored))
             if sql is not None:
                 await jobs.forget_old_queries(conn)
             job = await jobs.create(
@@ -150,27 +151,16 @@ class IngestService:
     async def _execute(self, job: JobRow, progress: Progress) -> None:
         given = InsertInput(**job.request)
         if given.partition is not None:  # a batch per transaction: see ingest_partitions
-            await run_partitioned(self, job, progress)
+            await self.partitions.run(job, progress)
             return
-        options = given.options or {}
         async with self.db.transaction() as conn:
-            kb = await repo.get_by_id(conn, job.kb_id, for_update=True)
-            if kb is None:
-                raise NotFound("The knowledge base of this job was deleted", title="Knowledge Base not found")
+            kb = await self.writer.lock(conn, job.kb_id)
             kb = await self._apply_settings(conn, kb, given)
-            embedder = self.embedders.get(
-                self.box.reveal(kb.embedding_model, f"knowledge base {kb.name} embedding_model")
-            )
-            ingestor = Ingestor(
+            ingestor = self.writer.ingestor(
                 conn,
-                kb.id,
-                kb.storage_table,
-                embedder,
-                chunking_config(kb.params),
+                kb,
+                given.options or {},
                 on_batch=lambda stats: self.runner.report(progress, stats.as_counts()),
-                skip_existing=bool(options.get("kb_skip_existing")),
-                no_upsert=bool(options.get("kb_no_upsert")),
-                dim=kb.vector_dim,
             )
             spec = column_spec(kb)
             if given.rows:
@@ -188,8 +178,7 @@ class IngestService:
                 ingestor.stats.written or ingestor.stats.deleted
             ):  # a new version: search caches (BM25) rebuild
                 await repo.update(conn, kb.id, {})
-        if ingestor.stats.written:  # the new chunks sit outside the HNSW index: merge when enough
-            self.merger.schedule(kb.storage_table, kb.vector_dim, kb.params.get("vector_index"))
+        self.writer.written(kb, ingestor)
 
     async def _apply_settings(
         self, conn: AsyncConnection, kb: KnowledgeBaseRow, given: InsertInput
@@ -200,7 +189,7 @@ class IngestService:
         changes = {k: params[k] for k in kb_admin.SETTING_KEYS if params.get(k) is not None}
         if given.preprocessing is not None:
             changes["preprocessing"] = given.preprocessing
-        kb = await kb_admin.apply_settings(conn, kb, changes, self.embedders, self.box)
+        kb = await kb_admin.apply_settings(conn, kb, changes, self.writer.embedders, self.writer.box)
         new_params = dict(kb.params)
         for key in ("chunk_size", "chunk_overlap"):
             if key in params:

@@ -11,20 +11,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from agentkb.errors import NotFound
-from agentkb.ingest.pipeline import Ingestor, IngestStats
+from agentkb.ingest.pipeline import IngestStats
 from agentkb.ingest.request import InsertInput, JobCancelled, Progress, column_spec
-from agentkb.kb.chunking import chunking_config
 from agentkb.kb.documents import Document, row_documents
+from agentkb.service.ingest_writer import ChunkWriter
 from agentkb.service.query_sources import column_named, track_value
 from agentkb.storage import jobs
 from agentkb.storage import knowledge_bases as repo
+from agentkb.storage.db import Database
 from agentkb.storage.jobs import JobRow
-
-if TYPE_CHECKING:
-    from agentkb.service.ingest import IngestService
 
 Batch = tuple[list[str], list[dict[str, Any]]]
 
@@ -49,78 +46,70 @@ def _last_value(rows: list[dict[str, Any]], key: str, current: Any) -> Any:
         return values[-1]
 
 
-async def run_partitioned(service: IngestService, job: JobRow, progress: Progress) -> None:
-    given = InsertInput(**job.request)
-    assert isinstance(given.partition, dict) and isinstance(given.query, str)
-    source = service.partition_source
-    if source is None:
-        raise RuntimeError("no partition source registered")
-    batch_size = int(given.partition["batch_size"])
-    track: str | None = given.partition.get("track_column")
-    skip_errors = given.partition.get("error") == "skip"
-    options = given.options or {}
-    context = dict(job.context)
-    after = context.get("track_value") if track else None
-    if after is not None:  # going on after a previous run: keep its counts
-        progress.counts.update(job.counts)
-    else:
-        context = {}
-    totals = IngestStats.from_counts(progress.counts)
-    processed = int(progress.counts.get("processed_rows", 0) or 0)
-    skipped = int(progress.counts.get("skipped_existing", 0) or 0)
-    key: str | None = None
-    async for columns, rows in source.stream_partitions(given.query, batch_size, track, after):
-        if not rows:
-            continue
-        if track is not None and key is None:
-            key = column_named(columns, track)
-        try:
-            async with service.db.transaction() as conn:
-                kb = await repo.get_by_id(conn, job.kb_id, for_update=True)
-                if kb is None:
-                    raise NotFound(
-                        "The knowledge base of this job was deleted", title="Knowledge Base not found"
+class PartitionedInserts:
+    """Runs the partitioned inserts of the ingest service's jobs: the rows come from `source`, each batch is
+    written by `writer` in a transaction of `db`."""
+
+    def __init__(self, db: Database, writer: ChunkWriter, source: PartitionSource) -> None:
+        self.db = db
+        self.writer = writer
+        self.source = source
+
+    async def run(self, job: JobRow, progress: Progress) -> None:
+        given = InsertInput(**job.request)
+        assert isinstance(given.partition, dict) and isinstance(given.query, str)
+        batch_size = int(given.partition["batch_size"])
+        track: str | None = given.partition.get("track_column")
+        skip_errors = given.partition.get("error") == "skip"
+        options = given.options or {}
+        context = dict(job.context)
+        after = context.get("track_value") if track else None
+        if after is not None:  # going on after a previous run: keep its counts
+            progress.counts.update(job.counts)
+        else:
+            context = {}
+        totals = IngestStats.from_counts(progress.counts)
+        processed = int(progress.counts.get("processed_rows", 0) or 0)
+        skipped = int(progress.counts.get("skipped_existing", 0) or 0)
+        key: str | None = None
+        async for columns, rows in self.source.stream_partitions(given.query, batch_size, track, after):
+            if not rows:
+                continue
+            if track is not None and key is None:
+                key = column_named(columns, track)
+            try:
+                async with self.db.transaction() as conn:
+                    kb = await self.writer.lock(conn, job.kb_id)
+                    ingestor = self.writer.ingestor(conn, kb, options)
+                    await ingestor.run(
+                        _one(list(row_documents(rows, column_spec(kb), start_index=processed)))
                     )
-                ingestor = Ingestor(
-                    conn,
-                    kb.id,
-                    kb.storage_table,
-                    service.embedders.get(
-                        service.box.reveal(kb.embedding_model, f"knowledge base {kb.name} embedding_model")
-                    ),
-                    chunking_config(kb.params),
-                    skip_existing=bool(options.get("kb_skip_existing")),
-                    no_upsert=bool(options.get("kb_no_upsert")),
-                    dim=kb.vector_dim,
-                )
-                await ingestor.run(_one(list(row_documents(rows, column_spec(kb), start_index=processed))))
-                if key is not None:
-                    context["track_value"] = _last_value(rows, key, context.get("track_value"))
-                counts: dict[str, Any] = {
-                    **progress.counts,
-                    **_added(totals, ingestor.stats),
-                    "processed_rows": processed + len(rows),
-                    "skipped_existing": skipped + ingestor.skipped,
-                }
-                cancel = await jobs.save_partition(conn, job.id, counts, context)
-                await repo.update(conn, kb.id, {})
-        except (JobCancelled, asyncio.CancelledError):
-            raise
-        except Exception as exc:
-            if not skip_errors:
+                    if key is not None:
+                        context["track_value"] = _last_value(rows, key, context.get("track_value"))
+                    counts: dict[str, Any] = {
+                        **progress.counts,
+                        **_added(totals, ingestor.stats),
+                        "processed_rows": processed + len(rows),
+                        "skipped_existing": skipped + ingestor.skipped,
+                    }
+                    cancel = await jobs.save_partition(conn, job.id, counts, context)
+                    await repo.update(conn, kb.id, {})
+            except (JobCancelled, asyncio.CancelledError):
                 raise
-            progress.item_failed(f"rows {processed + 1}..{processed + len(rows)}", str(exc))
-            processed += len(rows)
-            progress.counts["processed_rows"] = processed
-            continue
-        if ingestor.stats.written:
-            service.merger.schedule(kb.storage_table, kb.vector_dim, kb.params.get("vector_index"))
-        totals = IngestStats.from_counts(counts)
-        processed, skipped = counts["processed_rows"], counts["skipped_existing"]
-        progress.counts.update(counts)
-        if cancel:
-            progress.cancel_requested = True
-            raise JobCancelled
+            except Exception as exc:
+                if not skip_errors:
+                    raise
+                progress.item_failed(f"rows {processed + 1}..{processed + len(rows)}", str(exc))
+                processed += len(rows)
+                progress.counts["processed_rows"] = processed
+                continue
+            self.writer.written(kb, ingestor)
+            totals = IngestStats.from_counts(counts)
+            processed, skipped = counts["processed_rows"], counts["skipped_existing"]
+            progress.counts.update(counts)
+            if cancel:
+                progress.cancel_requested = True
+                raise JobCancelled
 
 
 def _added(totals: IngestStats, batch: IngestStats) -> dict[str, int]:
