@@ -467,7 +467,7 @@ def test_a_fresh_kb_of_another_server_gets_no_default_key(
 
 def test_evaluate_llm_gets_no_default_key_for_another_server() -> None:
     """`EVALUATE ... USING llm = {...}`: the default model's key goes only with the default's server."""
-    from agentkb.service.evaluate import EvaluateService
+    from agentkb.service.retrieval.evaluate import EvaluateService
 
     default = {
         "provider": "openai",

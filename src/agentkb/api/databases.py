@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentkb.api.deps import ServicesDep
 from agentkb.api.responses import JSON, problems
 from agentkb.secrecy import mask_secrets
-from agentkb.service.data_sources import is_system
+from agentkb.service.catalog import is_system
 from agentkb.service.types import SUPPORTED_ENGINES, DataSourceRow, Project
 from agentkb.timestamps import timestamp
 

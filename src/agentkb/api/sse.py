@@ -4,7 +4,7 @@ job's progress.
 Each chunk is `data: <json.dumps(obj)>` and a blank line: default separators (spaces after `,` and
 `:`), no `event:` or `id:` lines. An agent stream always ends with `{"type": "end"}`.
 
-When the server shuts down, open streams end at once with a last event (see `service.lifecycle`): an
+When the server shuts down, open streams end at once with a last event (see `service.platform.lifecycle`): an
 agent stream with an error chunk saying so and `{"type": "end"}`, a job stream with the job's record as it
 now is, marked `"shutdown": true`.
 """
@@ -21,7 +21,7 @@ from typing import Any, assert_never
 import anyio
 from fastapi.responses import StreamingResponse
 
-from agentkb.service.lifecycle import Stopped, until
+from agentkb.service.platform import Stopped, until
 from agentkb.service.types import Action, End, Error, Event, Output, Start, Step
 
 log = logging.getLogger("agentkb.api.sse")

@@ -18,8 +18,8 @@ from agentkb.console.session import PREFIX, check_csrf
 from agentkb.console.streams import SSE_HEADERS, encode
 from agentkb.errors import BadRequest
 from agentkb.secrecy import mask_secrets, mask_text
-from agentkb.service.agents import PROVIDERS, AgentInput
-from agentkb.service.lifecycle import Stopped, until
+from agentkb.service.catalog import PROVIDERS, AgentInput
+from agentkb.service.platform import Stopped, until
 from agentkb.service.types import AgentRow, End, Error, Event, Start
 
 log = logging.getLogger("agentkb.console")

@@ -18,7 +18,7 @@ from agentkb.console.render import ConsoleRoute, see_other, services_of
 from agentkb.console.session import PREFIX, check_csrf
 from agentkb.console.streams import SSE_HEADERS, encode
 from agentkb.errors import BadRequest
-from agentkb.service.lifecycle import Stopped, until
+from agentkb.service.platform import Stopped, until
 from agentkb.service.types import InsertInput
 
 router = APIRouter(prefix=f"{PREFIX}/projects/{{project}}/knowledge_bases/{{kb}}", route_class=ConsoleRoute)

@@ -13,7 +13,7 @@ from agentkb.console.render import ConsoleRoute, page, see_other, services_of
 from agentkb.console.session import PREFIX, check_csrf
 from agentkb.errors import BadRequest
 from agentkb.secrecy import mask_secrets
-from agentkb.service.knowledge_bases import KnowledgeBaseInput
+from agentkb.service.catalog import KnowledgeBaseInput
 from agentkb.service.types import Filter, KnowledgeBaseRow, SearchOptions
 
 router = APIRouter(prefix=f"{PREFIX}/projects/{{project}}/knowledge_bases", route_class=ConsoleRoute)

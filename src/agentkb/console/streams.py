@@ -1,6 +1,6 @@
 """Server-sent events for the console's live parts (an agent's run, a job's progress): each item is one
 `data: <json>` event; a stream ends early, without waiting for its next item, when the server shuts down
-(`service.lifecycle.until`)."""
+(`service.platform.lifecycle.until`)."""
 
 from __future__ import annotations
 

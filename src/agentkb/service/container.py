@@ -14,30 +14,27 @@ from agentkb.ingest.files.source import FileSource
 from agentkb.kb.embedders.registry import EmbedderRegistry
 from agentkb.kb.vectors import single_threaded_blas
 from agentkb.secrecy import SecretBox
-from agentkb.service.agents import AgentService
-from agentkb.service.auth import AuthService
-from agentkb.service.completions import CompletionService
-from agentkb.service.data_sources import DataSourceService
-from agentkb.service.evaluate import EvaluateService
-from agentkb.service.files import FileService
-from agentkb.service.health import HealthService
-from agentkb.service.ingest import IngestService
-from agentkb.service.ingest_partitions import PartitionedInserts
-from agentkb.service.ingest_writer import ChunkWriter
+from agentkb.service.agents import ChatService, CompletionService, MCPService
+from agentkb.service.catalog import (
+    AgentService,
+    DataSourceService,
+    FileService,
+    KnowledgeBaseAdmin,
+    KnowledgeBaseService,
+    ProjectService,
+    TransferService,
+)
+from agentkb.service.ingest import (
+    ChunkWriter,
+    IngestService,
+    PartitionedInserts,
+    QuerySources,
+    VectorIndexMerger,
+)
 from agentkb.service.jobs import JobService
-from agentkb.service.kb_admin import KnowledgeBaseAdmin
-from agentkb.service.knowledge_bases import KnowledgeBaseService
-from agentkb.service.lifecycle import Shutdown
-from agentkb.service.login_throttle import LoginThrottle
-from agentkb.service.mcp import MCPService
-from agentkb.service.metrics import MetricsService
-from agentkb.service.openai_compat import ChatService
-from agentkb.service.projects import ProjectService
-from agentkb.service.query_sources import QuerySources
-from agentkb.service.search import SearchService
+from agentkb.service.platform import AuthService, HealthService, LoginThrottle, MetricsService, Shutdown
+from agentkb.service.retrieval import EvaluateService, SearchService
 from agentkb.service.sql import SQLContext, SQLService, SQLTables, statement_handlers
-from agentkb.service.transfer import TransferService
-from agentkb.service.vector_merge import VectorIndexMerger
 from agentkb.settings import Settings
 from agentkb.storage.db import Database
 
@@ -170,7 +167,9 @@ def build_services(
         kb_admin=kb_admin,
         data_sources=data_sources,
         ingest=ingest,
-        jobs=JobService(db, ingest, kb_service, stale_after_s=settings.job_stale_after_s),
+        jobs=JobService(
+            db, ingest.runner, ingest.queued, kb_service, stale_after_s=settings.job_stale_after_s
+        ),
         search=search,
         embedders=embedders,
         files=files,

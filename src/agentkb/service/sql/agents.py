@@ -24,14 +24,14 @@ from typing import TYPE_CHECKING, Any
 from mindsdb_sql_parser import ast
 
 from agentkb.errors import AgentKBError, BadRequest, NotFound
-from agentkb.service.agents import AgentInput
-from agentkb.service.completions import AgentRunError, RunOptions
+from agentkb.service.agents.completions import AgentRunError, RunOptions
+from agentkb.service.catalog.agents import AgentInput
 from agentkb.sql import names
 from agentkb.validation import check_dict
 
 if TYPE_CHECKING:
-    from agentkb.service.agents import AgentService
-    from agentkb.service.completions import CompletionService
+    from agentkb.service.agents.completions import CompletionService
+    from agentkb.service.catalog.agents import AgentService
 
 Table = tuple[list[str], list[list[Any]]]
 

@@ -10,24 +10,24 @@ from typing import TYPE_CHECKING, Any
 from mindsdb_sql_parser import ast
 
 from agentkb.errors import BadRequest, NotFound
-from agentkb.service.knowledge_bases import VECTOR_DATABASE
+from agentkb.service.catalog.knowledge_bases import VECTOR_DATABASE
+from agentkb.service.retrieval.kb_select import KBSelect
 from agentkb.service.sql.agents import AgentStatements
 from agentkb.service.sql.queries import QUERY_COLUMNS, SQLQueries
 from agentkb.service.sql.result import Result, jsonable, table
-from agentkb.service.sql_kb import KBSelect
 from agentkb.sql import catalog, pushdown
 
 if TYPE_CHECKING:
-    from agentkb.service.agents import AgentService
-    from agentkb.service.completions import CompletionService
-    from agentkb.service.data_sources import DataSourceService
-    from agentkb.service.files import FileService
-    from agentkb.service.ingest import IngestService
-    from agentkb.service.kb_admin import KnowledgeBaseAdmin
-    from agentkb.service.knowledge_bases import KnowledgeBaseService
-    from agentkb.service.projects import ProjectService
-    from agentkb.service.query_sources import QuerySources
-    from agentkb.service.search import SearchService
+    from agentkb.service.agents.completions import CompletionService
+    from agentkb.service.catalog.agents import AgentService
+    from agentkb.service.catalog.data_sources import DataSourceService
+    from agentkb.service.catalog.files import FileService
+    from agentkb.service.catalog.kb_admin import KnowledgeBaseAdmin
+    from agentkb.service.catalog.knowledge_bases import KnowledgeBaseService
+    from agentkb.service.catalog.projects import ProjectService
+    from agentkb.service.ingest.query_sources import QuerySources
+    from agentkb.service.ingest.service import IngestService
+    from agentkb.service.retrieval.search import SearchService
 
 MAX_PUSHDOWN_ROWS = 10_000
 

@@ -13,7 +13,7 @@ from typing import Any
 from mindsdb_sql_parser import ast
 
 from agentkb.errors import BadRequest, NotFound
-from agentkb.service.knowledge_bases import KnowledgeBaseInput
+from agentkb.service.catalog.knowledge_bases import KnowledgeBaseInput
 from agentkb.service.sql.context import SQLContext
 from agentkb.service.sql.queries import kb_query_columns
 from agentkb.service.sql.result import Result, ok, table

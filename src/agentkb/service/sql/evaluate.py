@@ -15,16 +15,16 @@ from mindsdb_sql_parser import ast, parse_sql
 
 from agentkb.errors import AgentKBError, BadRequest
 from agentkb.ingest.files.tables import Tabular
-from agentkb.service.evaluate import evaluate_input
-from agentkb.service.files import check_file_name
-from agentkb.service.query_sources import FILES
+from agentkb.service.catalog.files import check_file_name
+from agentkb.service.ingest.query_sources import FILES
+from agentkb.service.retrieval.evaluate import evaluate_input
 from agentkb.service.sql.context import SQLContext
 from agentkb.service.sql.result import Result, jsonable, table
 from agentkb.sql.names import two_part
 
 if TYPE_CHECKING:
-    from agentkb.service.evaluate import EvaluateService
-    from agentkb.service.files import FileService
+    from agentkb.service.catalog.files import FileService
+    from agentkb.service.retrieval.evaluate import EvaluateService
 
 
 class Executor(Protocol):
@@ -65,7 +65,7 @@ class EvaluateStatement:
 
 
 class SQLTables:
-    """`service.evaluate.Tables` over the SQL endpoint and the uploaded files."""
+    """`retrieval.evaluate.Tables` over the SQL endpoint and the uploaded files."""
 
     def __init__(self, sql: Executor, files: FileService) -> None:
         self.sql = sql

@@ -21,7 +21,7 @@ from mindsdb_sql_parser import ast
 
 from agentkb.errors import BadRequest, NotFound
 from agentkb.ingest.request import InsertInput
-from agentkb.service.query_sources import FILES
+from agentkb.service.ingest.query_sources import FILES
 from agentkb.service.sql.context import SQLContext
 from agentkb.service.sql.queries import record_answer
 from agentkb.service.sql.result import Result, ok

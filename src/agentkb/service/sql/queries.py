@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Any
 from mindsdb_sql_parser import ast
 
 from agentkb.errors import BadRequest
-from agentkb.service import access
+from agentkb.service.platform import access
 from agentkb.service.sql.result import Result, ok, table
 from agentkb.storage import jobs
 from agentkb.storage.jobs import JobRow
 from agentkb.timestamps import optional_timestamp, timestamp
 
 if TYPE_CHECKING:
-    from agentkb.service.ingest import IngestService
+    from agentkb.service.ingest.service import IngestService
 
 # information_schema.queries (MindsDB's QueriesTable)
 QUERY_COLUMNS = [

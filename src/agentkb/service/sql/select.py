@@ -19,8 +19,8 @@ from mindsdb_sql_parser import ast
 
 from agentkb.errors import BadRequest, NotFound
 from agentkb.ingest.files.tables import Tabular
-from agentkb.service.query_sources import FILES
-from agentkb.service.search import KnowledgeBaseGone
+from agentkb.service.ingest.query_sources import FILES
+from agentkb.service.retrieval.search import KnowledgeBaseGone
 from agentkb.service.sql.context import SQLContext
 from agentkb.service.sql.result import Result, jsonable, table
 from agentkb.sql import catalog, frames, plan, pushdown

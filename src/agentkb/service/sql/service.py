@@ -20,7 +20,7 @@ from mindsdb_sql_parser import ast
 from mindsdb_sql_parser.ast import mindsdb
 
 from agentkb.errors import BadRequest
-from agentkb.service import access
+from agentkb.service.platform import access
 from agentkb.service.sql import ddl, insert, select, show
 from agentkb.service.sql.context import SQLContext
 from agentkb.service.sql.evaluate import EvaluateStatement
@@ -33,7 +33,7 @@ from agentkb.sql.parametrize import parametrize
 from agentkb.sql.statements import StatementCache
 
 if TYPE_CHECKING:
-    from agentkb.service.evaluate import EvaluateService
+    from agentkb.service.retrieval.evaluate import EvaluateService
 
 # what a read-only API key may run (`SELECT query_cancel(…)` is refused by its own service)
 READ_STATEMENTS = (ast.Select, ast.Union, ast.Intersect, ast.Except, ast.Show, ast.Describe, ast.Use)

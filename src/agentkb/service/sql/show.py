@@ -9,7 +9,7 @@ import sqlalchemy
 from mindsdb_sql_parser import ast
 
 from agentkb.errors import BadRequest
-from agentkb.service.query_sources import FILES
+from agentkb.service.ingest.query_sources import FILES
 from agentkb.service.sql.context import SQLContext
 from agentkb.service.sql.result import Result, table
 from agentkb.sql import catalog

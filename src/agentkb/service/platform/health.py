@@ -11,7 +11,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from agentkb.service.lifecycle import Shutdown
+from agentkb.service.platform.lifecycle import Shutdown
 from agentkb.storage import migrate
 from agentkb.storage.db import Database
 

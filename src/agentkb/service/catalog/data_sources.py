@@ -21,7 +21,7 @@ from sqlalchemy import Engine
 from agentkb.destinations import DataSourcePolicy
 from agentkb.errors import BadRequest, Conflict, NotFound
 from agentkb.secrecy import SecretBox, check_bound, refuse_sealed, restore_masked
-from agentkb.service import access
+from agentkb.service.platform import access
 from agentkb.sql import datasources, pushdown
 from agentkb.storage import data_sources as repo
 from agentkb.storage import projects as project_rows

@@ -18,7 +18,7 @@ from mindsdb_sql_parser import ast
 
 from agentkb.errors import BadRequest
 from agentkb.kb.search import COLUMNS, Hit
-from agentkb.service.search import options_from_query
+from agentkb.service.retrieval.search import options_from_query
 from agentkb.sql import kb_algebra
 from agentkb.sql.kbquery import Condition, KBQuery, assemble, condition_parser, parse_kb_select_ast
 from agentkb.storage import chunk_search
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from datetime import datetime
 
-    from agentkb.service.search import SearchService
+    from agentkb.service.retrieval.search import SearchService
     from agentkb.storage.knowledge_bases import KnowledgeBaseRow
 
 KB_COLUMNS = frozenset(COLUMNS)

@@ -17,9 +17,9 @@ from typing import Any
 
 from agentkb.agents.events import Action, End, Error, Event, Output, Start, Step
 from agentkb.errors import BadRequest, NotFound, UpstreamError
-from agentkb.service.agents import AgentService
-from agentkb.service.completions import AgentRunError, CompletionService
-from agentkb.service.projects import ProjectService
+from agentkb.service.agents.completions import AgentRunError, CompletionService
+from agentkb.service.catalog.agents import AgentService
+from agentkb.service.catalog.projects import ProjectService
 from agentkb.storage.agents import AgentRow
 
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}

@@ -16,12 +16,12 @@ from sqlglot import exp
 
 from agentkb.agents.files_db import FILES
 from agentkb.agents.tools import AgentTools
-from agentkb.service import access
-from agentkb.service.data_sources import DataSourceService
-from agentkb.service.files import FileService
-from agentkb.service.knowledge_bases import KnowledgeBaseService
-from agentkb.service.projects import ProjectService
-from agentkb.service.search import SearchService
+from agentkb.service.catalog.data_sources import DataSourceService
+from agentkb.service.catalog.files import FileService
+from agentkb.service.catalog.knowledge_bases import KnowledgeBaseService
+from agentkb.service.catalog.projects import ProjectService
+from agentkb.service.platform import access
+from agentkb.service.retrieval.search import SearchService
 from agentkb.sql import pushdown
 from agentkb.sql.kbquery import strip_wrappers
 from agentkb.storage.knowledge_bases import KnowledgeBaseRow

@@ -17,8 +17,9 @@ from agentkb.errors import BadRequest, Conflict, kb_not_found, project_not_found
 from agentkb.kb.embedders import config as embedding_config
 from agentkb.kb.filters import Filter
 from agentkb.secrecy import SecretBox, drop_carried, refuse_sealed
-from agentkb.service import access, projects
-from agentkb.service.kb_admin import check_ef_search
+from agentkb.service.catalog import projects
+from agentkb.service.catalog.kb_admin import check_ef_search
+from agentkb.service.platform import access
 from agentkb.storage import chunk_search, chunks
 from agentkb.storage import knowledge_bases as repo
 from agentkb.storage.chunk_filters import compile_filters

@@ -1,5 +1,5 @@
 """Inserting into a knowledge base (spec 4.5): settings from `params`, then rows → files → urls → query,
-all in one transaction: an insert is applied whole or not at all. Every insert is a job (`job_runner`).
+all in one transaction: an insert is applied whole or not at all. Every insert is a job (`jobs.runner`).
 New chunks are written outside the HNSW index; after the insert commits, `vector_merge` merges them in the
 background once there are enough (`storage.vector_index`).
 
@@ -31,10 +31,11 @@ from agentkb.ingest.request import (
 )
 from agentkb.kb.chunking import chunking_config
 from agentkb.secrecy import restore_masked
-from agentkb.service import access, kb_admin, projects
-from agentkb.service.ingest_partitions import PartitionedInserts
-from agentkb.service.ingest_writer import ChunkWriter
-from agentkb.service.job_runner import JobRunner
+from agentkb.service.catalog import kb_admin, projects
+from agentkb.service.ingest.partitions import PartitionedInserts
+from agentkb.service.ingest.writer import ChunkWriter
+from agentkb.service.jobs.runner import JobRunner
+from agentkb.service.platform import access
 from agentkb.storage import jobs
 from agentkb.storage import knowledge_bases as repo
 from agentkb.storage.db import Database
@@ -45,7 +46,7 @@ from agentkb.validation import check_dict, check_storable, is_identifier
 
 class IngestService:
     """Every insert is a job: `submit(wait=True)` runs it in the request (the spec's synchronous insert);
-    `submit(wait=False)` queues it for a worker (`ingest.jobs.JobWorker`)."""
+    `submit(wait=False)` queues it for a worker (`jobs.service.JobService.work`)."""
 
     def __init__(
         self,
@@ -150,7 +151,7 @@ class IngestService:
 
     async def _execute(self, job: JobRow, progress: Progress) -> None:
         given = InsertInput(**job.request)
-        if given.partition is not None:  # a batch per transaction: see ingest_partitions
+        if given.partition is not None:  # a batch per transaction: see partitions
             await self.partitions.run(job, progress)
             return
         async with self.db.transaction() as conn:

@@ -16,8 +16,8 @@ from typing import Any, Protocol
 from agentkb.ingest.pipeline import IngestStats
 from agentkb.ingest.request import InsertInput, JobCancelled, Progress, column_spec
 from agentkb.kb.documents import Document, row_documents
-from agentkb.service.ingest_writer import ChunkWriter
-from agentkb.service.query_sources import column_named, track_value
+from agentkb.service.ingest.query_sources import column_named, track_value
+from agentkb.service.ingest.writer import ChunkWriter
 from agentkb.storage import jobs
 from agentkb.storage import knowledge_bases as repo
 from agentkb.storage.db import Database

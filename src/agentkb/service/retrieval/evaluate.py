@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import httpx2
+from pydantic_ai.direct import model_request
+from pydantic_ai.messages import ModelRequest, SystemPromptPart, UserPromptPart
 
 from agentkb.agents.providers import MissingCredentials, ProviderContext, build_model, model_settings
 from agentkb.errors import BadRequest, NotFound, UpstreamError
@@ -32,8 +34,8 @@ from agentkb.kb import evaluate as metrics
 from agentkb.kb import rerank
 from agentkb.kb.search import SearchOptions
 from agentkb.secrecy import drop_carried, mask_secrets, mask_text, secret_values
-from agentkb.service import access
-from agentkb.service.search import SearchService
+from agentkb.service.platform import access
+from agentkb.service.retrieval.search import SearchService
 from agentkb.storage import evaluations as repo
 from agentkb.storage.db import Database
 from agentkb.storage.evaluations import EvaluationRow
@@ -253,9 +255,6 @@ class EvaluateService:
         gate = asyncio.Semaphore(GENERATION_CONCURRENCY)
 
         async def ask(text: str) -> tuple[str, str] | ValueError:
-            from pydantic_ai.direct import model_request
-            from pydantic_ai.messages import ModelRequest, SystemPromptPart, UserPromptPart
-
             request = ModelRequest(
                 parts=[
                     SystemPromptPart(metrics.GENERATE_QA_SYSTEM_PROMPT),

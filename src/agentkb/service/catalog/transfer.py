@@ -18,8 +18,9 @@ from agentkb.kb import model_endpoints
 from agentkb.kb.model_endpoints import describe
 from agentkb.kb.transfer import ExportEncoder, ExportReader, Header, bad_file, put_secrets, strip_secrets
 from agentkb.secrecy import SecretBox, sealed_key_ids
-from agentkb.service import access, projects
-from agentkb.service.kb_admin import index_options
+from agentkb.service.catalog import projects
+from agentkb.service.catalog.kb_admin import index_options
+from agentkb.service.platform import access
 from agentkb.storage import chunks, transfer
 from agentkb.storage import knowledge_bases as repo
 from agentkb.storage.db import Database

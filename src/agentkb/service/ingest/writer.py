@@ -14,7 +14,7 @@ from agentkb.ingest.pipeline import Ingestor, IngestStats
 from agentkb.kb.chunking import chunking_config
 from agentkb.kb.embedders.registry import EmbedderRegistry
 from agentkb.secrecy import SecretBox
-from agentkb.service.vector_merge import VectorIndexMerger
+from agentkb.service.ingest.vector_merge import VectorIndexMerger
 from agentkb.storage import knowledge_bases as repo
 from agentkb.storage.knowledge_bases import KnowledgeBaseRow
 

@@ -21,8 +21,8 @@ from agentkb.ingest.files.tables import Tabular
 from agentkb.sql import catalog
 
 if TYPE_CHECKING:
-    from agentkb.service.data_sources import DataSourceService
-    from agentkb.service.files import FileService
+    from agentkb.service.catalog.data_sources import DataSourceService
+    from agentkb.service.catalog.files import FileService
 
 Batch = tuple[list[str], list[dict[str, Any]]]
 FILES = "files"  # MindsDB's database of uploaded files

@@ -26,7 +26,8 @@ from agentkb.secrecy import (
     refuse_sealed,
     restore_masked,
 )
-from agentkb.service import access, projects
+from agentkb.service.catalog import projects
+from agentkb.service.platform import access
 from agentkb.storage import agents as repo
 from agentkb.storage.agents import AgentRow
 from agentkb.storage.db import Database

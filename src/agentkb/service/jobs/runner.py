@@ -1,7 +1,7 @@
 """Running one ingestion job to its end: heartbeat, progress, cancel requests, and how it ended.
 
 Every insert is a job (`storage.jobs`): a synchronous insert runs in its request, an async one in a worker
-(`service.jobs.JobService`). The runner is the one place that records a job's progress and outcome.
+(`jobs.service.JobService`). The runner is the one place that records a job's progress and outcome.
 
 A claimed job runs under its lease (`storage.jobs`: a session-level advisory lock on a connection held for the
 run, taken when the worker claims the job). Every progress, heartbeat and outcome

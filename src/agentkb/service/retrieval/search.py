@@ -34,7 +34,8 @@ from agentkb.kb.search import (
 )
 from agentkb.kb.vectors import Loaded, VectorSet, VectorSets
 from agentkb.secrecy import SecretBox
-from agentkb.service import access, projects
+from agentkb.service.catalog import projects
+from agentkb.service.platform import access
 from agentkb.sql.kbquery import KBQuery
 from agentkb.storage import chunk_search, chunks
 from agentkb.storage import knowledge_bases as repo

@@ -8,7 +8,7 @@ from typing import TypeVar
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb.errors import BadRequest, Conflict, NotFound, project_not_found
-from agentkb.service import access
+from agentkb.service.platform import access
 from agentkb.sql.pushdown import RESERVED_NAMES
 from agentkb.storage import agents as agent_rows
 from agentkb.storage import data_sources as data_source_rows

@@ -25,7 +25,8 @@ from agentkb.kb.documents import Document
 from agentkb.kb.embedders import config as embedding_config
 from agentkb.kb.embedders.registry import EmbedderRegistry
 from agentkb.secrecy import SecretBox, check_bound, restore_masked
-from agentkb.service import access, projects
+from agentkb.service.catalog import projects
+from agentkb.service.platform import access
 from agentkb.storage import chunks, jobs
 from agentkb.storage import knowledge_bases as repo
 from agentkb.storage.db import MAX_EF_SEARCH, MIN_EF_SEARCH, Database

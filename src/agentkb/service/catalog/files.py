@@ -36,7 +36,7 @@ from agentkb.ingest.files.detect import detect_extension
 from agentkb.ingest.files.isolated import parse_isolated
 from agentkb.ingest.files.parse import SUPPORTED, ParsedFile
 from agentkb.ingest.files.tables import Tabular
-from agentkb.service import access
+from agentkb.service.platform import access
 from agentkb.storage import files as repo
 from agentkb.storage.db import Database
 from agentkb.storage.files import PART_BYTES, FileRow, NewFile

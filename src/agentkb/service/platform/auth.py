@@ -7,13 +7,13 @@ database agrees at once, and a revoked key or ended session is refused on its ne
   expires after `AGENTKB_TOKEN_TTL_S`; its row also holds an HMAC of the login keyed by the token, so
   changing the password (or user name) ends every session made with the old one;
 - **API keys**: `agentkb keys create NAME` makes a random `akb_…` key, shown once. A key may be scoped:
-  `--read-only` (no writes) and `--project P` (only those projects); `service/access.py` enforces the scope;
+  `--read-only` (no writes) and `--project P` (only those projects); `access` enforces the scope;
 - **key sessions**: the web console signed in with an API key holds a session token of its own (same table,
   same lifetime as a login token, tagged by the key's hash), so that logging out leaves nothing usable; it has
   its key's scope.
 
 Failed logins and invalid credentials are throttled per user name and client address
-(`service.login_throttle`). Only SHA-256 hashes of the secrets are stored. Auth is on when a login is
+(`login_throttle`). Only SHA-256 hashes of the secrets are stored. Auth is on when a login is
 configured or any API key exists, and also on a server reachable from the network unless `allow_no_auth` says
 otherwise (so revoking the last key of an exposed server does not open it): one whose settings name a
 non-loopback host, or that is found listening on (`observe`: the sockets the server bound) or reached at a
@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb.errors import BadRequest, Conflict, NotFound, Unauthorized, project_not_found
-from agentkb.service import access
-from agentkb.service.access import Principal
-from agentkb.service.login_throttle import LoginThrottle
+from agentkb.service.platform import access
+from agentkb.service.platform.access import Principal
+from agentkb.service.platform.login_throttle import LoginThrottle
 from agentkb.settings import Settings
 from agentkb.storage import auth as repo
 from agentkb.storage import projects as project_rows

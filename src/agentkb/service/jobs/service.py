@@ -24,9 +24,9 @@ from collections.abc import AsyncIterator
 from datetime import datetime
 
 from agentkb.errors import NotFound
-from agentkb.service import access
-from agentkb.service.ingest import IngestService
-from agentkb.service.knowledge_bases import KnowledgeBaseService
+from agentkb.service.catalog.knowledge_bases import KnowledgeBaseService
+from agentkb.service.jobs.runner import JobRunner
+from agentkb.service.platform import access
 from agentkb.storage import jobs
 from agentkb.storage.db import Database
 from agentkb.storage.jobs import TERMINAL, JobRow
@@ -41,14 +41,18 @@ class JobService:
     def __init__(
         self,
         db: Database,
-        ingest: IngestService,
+        runner: JobRunner,
+        queued: asyncio.Event,
         knowledge_bases: KnowledgeBaseService,
         *,
         stale_after_s: float = 30.0,
         poll_s: float = 1.0,
     ) -> None:
+        """`runner` runs the jobs this worker claims; `queued` is set when a job is queued (the ingest
+        service's), to wake the worker."""
         self.db = db
-        self.ingest = ingest
+        self.runner = runner
+        self.queued = queued
         self.knowledge_bases = knowledge_bases
         self.stale_after_s = stale_after_s
         self.poll_s = poll_s
@@ -56,7 +60,7 @@ class JobService:
 
     @property
     def worker_id(self) -> str:
-        return self.ingest.runner.worker_id
+        return self.runner.worker_id
 
     # -- what the API shows -------------------------------------------------------------------------------
 
@@ -103,7 +107,7 @@ class JobService:
 
     async def run_once(self) -> bool:
         """Claim and run one job, holding its lease meanwhile; False when there was none."""
-        async with self.ingest.runner.lease() as lease:
+        async with self.runner.lease() as lease:
             async with lease.begin():
                 swept = await jobs.fail_abandoned_sync(lease, self.stale_after_s)
                 job = await jobs.claim(lease, self.worker_id, self.stale_after_s)
@@ -125,7 +129,7 @@ class JobService:
                 return True
             log.info("worker %s runs job %s (attempt %d)", self.worker_id, job.id, job.attempts)
             try:
-                await self.ingest.runner.run_job(job)
+                await self.runner.run_job(job)
             except Exception:  # noqa: BLE001 - run_job has recorded it on the job
                 log.info("job %s ended with an error", job.id)
             self.jobs_run += 1
@@ -143,8 +147,8 @@ class JobService:
                 raise
             except Exception:  # the worker must outlive a bad poll (database restart, ...)
                 log.exception("worker loop error; retrying")
-            self.ingest.queued.clear()
-            woken = asyncio.ensure_future(self.ingest.queued.wait())
+            self.queued.clear()
+            woken = asyncio.ensure_future(self.queued.wait())
             stopped = asyncio.ensure_future(stop.wait())
             try:
                 await asyncio.wait({woken, stopped}, timeout=self.poll_s, return_when=asyncio.FIRST_COMPLETED)

@@ -1,10 +1,10 @@
 """Stored secrets as a whole: sealing the ones still in plain text, and re-encrypting all of them.
 
-- `seal_plaintext` runs at every start-up (`runtime.open_runtime`): records written before secrets were
+- `seal_plaintext_secrets` runs at every start-up (`runtime.open_runtime`): records written before secrets were
   encrypted (or by hand) get their secret fields sealed; rows another process holds are skipped (that
   process writes them sealed). It also counts secrets sealed under keys this process lacks, so a
   process started with the wrong key says so at once.
-- `rotate` re-encrypts every stored secret under the box's first key in one transaction (all or
+- `rotate_secrets` re-encrypts every stored secret under the box's first key in one transaction (all or
   nothing), for `agentkb keys rotate-secret`.
 
 The sealed fields are those `secrecy.is_secret_key` names, in the columns `storage.secret_columns` lists;
@@ -69,7 +69,7 @@ async def _rewrite(
     return report
 
 
-async def seal_plaintext(db: Database, box: SecretBox) -> SecretReport:
+async def seal_plaintext_secrets(db: Database, box: SecretBox) -> SecretReport:
     """Seal every secret field still stored in plain text (values sealed under any key stay as they are)."""
     report = await _rewrite(db, box, lambda part, _where: box.seal(part), skip_locked=True)
     if report.rows:
@@ -87,7 +87,7 @@ async def seal_plaintext(db: Database, box: SecretBox) -> SecretReport:
     return report
 
 
-async def rotate(db: Database, box: SecretBox) -> SecretReport:
+async def rotate_secrets(db: Database, box: SecretBox) -> SecretReport:
     """Re-encrypt every stored secret under `box`'s first key (plain ones are sealed too). A secret
     sealed under a key the box lacks fails the whole rotation (`SecretUnavailable`); nothing changes."""
     return await _rewrite(db, box, lambda part, where: box.reseal(part, where), skip_locked=False)

@@ -29,12 +29,12 @@ from agentkb.agents.trace import RunTrace, public_model
 from agentkb.credentials import llm_config
 from agentkb.errors import BadRequest, NotFound, UpstreamError
 from agentkb.secrecy import mask_secrets, mask_text, secret_values
-from agentkb.service.agents import AgentService
-from agentkb.service.data_sources import DataSourceService
-from agentkb.service.files import FileService
-from agentkb.service.knowledge_bases import KnowledgeBaseService
-from agentkb.service.search import SearchService
-from agentkb.service.trace_writer import TraceWriter
+from agentkb.service.agents.traces import TraceWriter
+from agentkb.service.catalog.agents import AgentService
+from agentkb.service.catalog.data_sources import DataSourceService
+from agentkb.service.catalog.files import FileService
+from agentkb.service.catalog.knowledge_bases import KnowledgeBaseService
+from agentkb.service.retrieval.search import SearchService
 from agentkb.settings import Settings
 from agentkb.storage import traces
 from agentkb.storage.agents import AgentRow
