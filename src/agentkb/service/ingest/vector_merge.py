@@ -32,20 +32,16 @@ from agentkb.storage import vector_index as vi
 from agentkb.storage.db import Database
 
 log = logging.getLogger("agentkb.ingest")
-# An exact scan of the delta costs every search about 1.25 ms of PostgreSQL per 1,000 rows (2,000 chunks of
-# 500 characters, 384-d: 2.5 ms execution; the same rows under HNSW: ~0.3 ms), and building their HNSW index
-# costs once about 0.3 ms per row (2,000 rows: 0.6 s): a delta of this many rows is merged.
+# An exact scan of the delta costs every search PostgreSQL time in proportion to the delta's rows, while
+# indexing those rows is paid once: a delta of this many rows is merged.
 DELTA_ROWS = 1024
-# pgvector 0.8.5, 384-d, hnsw.ef_search 100, chunks of 200-1,500 characters, the index over every row: the
-# planner scans 3,000 rows exactly (1.0 ms) and searches the index from 4,000 (0.7 ms); at 2,000 rows the
-# exact scan takes 0.75 ms. Below this many rows the index is not built.
+# Below this many rows PostgreSQL's planner scans a table exactly even where an HNSW index covers it
+# (hnsw.ef_search 100, the index over every row), so an index would be built and never read: it is not built.
 MIN_TABLE_ROWS = 4000
 # A rebuild of a table this small takes no parallel workers. The service ranks such a table's vectors in the
 # process while its index is built (kb.vectors), so its searches do not wait for the build, but they share the
-# CPU and memory with it: the first build of 10,000 384-d rows on two cores (Zen 5) took 1.6-1.9 s with
-# PostgreSQL's two workers and 1.8-2.1 s alone, and the SQL searches beside it had a p50 of 4.5-8.4 ms with the
-# workers against 3.0-5.2 ms without. A larger table is searched by exact scans until its build ends: it takes
-# the workers.
+# CPU and memory with it: PostgreSQL's workers shorten such a build a little and slow the searches beside it
+# more. A larger table is searched by exact scans until its build ends: it takes the workers.
 SERIAL_BUILD_ROWS = MAX_CHUNKS
 SETTLE_S = 0.5
 REBUILD_FRACTION = 0.2

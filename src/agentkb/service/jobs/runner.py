@@ -40,9 +40,9 @@ def _masked(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 # A running job's counts are recorded at most this often (and always at its end). Recording them after every
-# batch cost a 1,000-row insert a transaction on a second connection on its path (~2.5-4 ms of a 20-60 ms PUT,
-# Zen 5), a record the job's final one replaced milliseconds later. A cancel request is then seen at the next
-# record, the next heartbeat (which stops the run) or not at all when the job ends first.
+# batch put a transaction on a second connection in each batch's path, for a record the job's final one
+# replaces moments later. A cancel request is then seen at the next record, the next heartbeat (which stops
+# the run) or not at all when the job ends first.
 PROGRESS_EVERY_S = 1.0
 
 

@@ -43,9 +43,9 @@ from agentkb.storage.db import Database
 from agentkb.storage.knowledge_bases import KnowledgeBaseRow
 from agentkb.validation import check_storable, is_identifier
 
-# a larger index ranks in a worker thread, beside the event loop. BM25 ranks 100,000 chunks in ~0.8 ms (its top
-# k among the scoring chunks only: kb.lexical); at that size ranking inline served 8 concurrent hybrid searches
-# at 246-265 per second (p95 44-48 ms) against 216-225 (p95 53-54 ms) from the thread (AMD EPYC, 2 vCPUs)
+# BM25 over an index of up to this many chunks ranks inline, on the event loop: it is quick enough there (its
+# top k taken among the scoring chunks only: kb.lexical) that a hand-off to a thread costs concurrent searches
+# more than it saves. A larger index ranks in a worker thread, beside the event loop.
 INLINE_BM25_MAX_CHUNKS = 100_000
 MAX_CACHED_KBS = 10_000  # KB rows kept per process (the cache starts over beyond this)
 VECTOR_CACHE_BYTES = 128 * 1024**2  # the default of AGENTKB_VECTOR_CACHE_MB
