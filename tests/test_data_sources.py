@@ -13,7 +13,7 @@ import pytest
 
 from agentkb.destinations import DataSourcePolicy
 from agentkb.errors import BadRequest, NotFound
-from agentkb.service.data_sources import DataSourceService
+from agentkb.service.catalog.data_sources import DataSourceService
 from agentkb.sql import datasources
 from agentkb.sql.pushdown import parse_select, stream_rows
 from agentkb.storage.db import Database

@@ -12,7 +12,7 @@ import pytest
 
 from agentkb.errors import PayloadTooLarge
 from agentkb.ingest.files.tables import Tabular
-from agentkb.service.files import FileService
+from agentkb.service.catalog.files import FileService
 from agentkb.storage import files as files_repo
 from agentkb.storage.db import Database
 from tests.conftest import ServedApp

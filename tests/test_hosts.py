@@ -199,7 +199,7 @@ def test_forwarded_for_decides_the_rate_limit_subject_from_a_trusted_proxy_only(
 
 
 def _make_key(url: str, data_dir: Path, name: str) -> str:
-    from agentkb.service.auth import AuthService
+    from agentkb.service.platform.auth import AuthService
     from agentkb.settings import Settings
     from agentkb.storage.db import Database
 
@@ -266,7 +266,7 @@ def test_console_logout_ends_a_session_opened_with_an_api_key(keyed: tuple[Serve
 
 
 def test_a_key_session_ends_when_its_key_is_revoked(keyed: tuple[ServedApp, str]) -> None:
-    from agentkb.service.auth import AuthService
+    from agentkb.service.platform.auth import AuthService
 
     app, key = keyed
     auth: AuthService = app.uvicorn.server.config.app.state.services.auth

@@ -13,7 +13,7 @@ import pytest
 
 from agentkb.errors import Conflict
 from agentkb.ingest.request import Progress
-from agentkb.service.job_runner import JobRunner
+from agentkb.service.jobs.runner import JobRunner
 from agentkb.storage import jobs
 from agentkb.storage.db import Database
 from agentkb.storage.jobs import JobRow

@@ -19,8 +19,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from agentkb.errors import Forbidden
-from agentkb.service import access
-from agentkb.service.access import Principal
+from agentkb.service.platform import access
+from agentkb.service.platform.access import Principal
 from tests.conftest import ServedApp
 from tests.helpers import assert_problem, served_with_login
 from tests.test_auth import agentkb, cli_env

@@ -467,7 +467,7 @@ def test_a_fresh_kb_of_another_server_gets_no_default_key(
 
 def test_evaluate_llm_gets_no_default_key_for_another_server() -> None:
     """`EVALUATE ... USING llm = {...}`: the default model's key goes only with the default's server."""
-    from agentkb.service.evaluate import EvaluateService
+    from agentkb.service.retrieval.evaluate import EvaluateService
 
     default = {
         "provider": "openai",
@@ -475,7 +475,7 @@ def test_evaluate_llm_gets_no_default_key_for_another_server() -> None:
         "api_key": "sk-default",
         "base_url": "http://home/v1",
     }
-    service = EvaluateService(None, None, default, None)  # type: ignore[arg-type]
+    service = EvaluateService(None, None, default, None, None)  # type: ignore[arg-type]
     kb: Any = None
     same = service.llm_for({"model_name": "gpt-y"}, kb)
     assert same == {**default, "model_name": "gpt-y"}

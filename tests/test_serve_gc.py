@@ -16,7 +16,7 @@ SERVER = """
 import gc, sys
 from fastapi import FastAPI
 from agentkb.cli.server import make_server
-from agentkb.service.lifecycle import Shutdown
+from agentkb.service.platform.lifecycle import Shutdown
 
 app = FastAPI()
 app.state.shutdown = Shutdown()

@@ -1,4 +1,4 @@
-"""SQL statements that change or describe what exists (service/sql_ddl.py, service/kb_admin.py): UPDATE of a
+"""SQL statements that change or describe what exists (service/sql/ddl.py, service/catalog/kb_admin.py): UPDATE of a
 KB chunk, DESCRIBE, ALTER KNOWLEDGE_BASE (and the REST PUT with settings), CREATE INDEX ON KNOWLEDGE_BASE,
 SHOW TABLES FROM agentkb_pgvector, and MindsDB's name rules (ALTER DATABASE, UPDATE AGENT, DROP DATABASE)."""
 

@@ -1,4 +1,4 @@
-"""The one event-stream lifecycle (`service.streams.relay`) with each protocol's encoder: a source that fails
+"""The one event-stream lifecycle (`service.platform.streams.relay`) with each protocol's encoder: a source that fails
 ends each agent stream with its own error event and its end, a job stream raises the failure on, and a
 client going away closes the source (so an agent run is cancelled and its trace stored)."""
 
@@ -14,7 +14,7 @@ import pytest
 from agentkb.api.openai_compat import ChatChunks
 from agentkb.api.sse import AgentChunks, JobRecords
 from agentkb.console.agents import ChatEvents
-from agentkb.service.streams import Encoder, relay
+from agentkb.service.platform.streams import Encoder, relay
 from agentkb.service.types import End, Event, Start
 
 

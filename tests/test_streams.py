@@ -1,5 +1,5 @@
 """Every server-sent event stream (the MindsDB agent stream, `/v1` chat chunks, job events, the console's
-chat and job events) has one lifecycle (`service.streams`): the same headers, and when the server shuts
+chat and job events) has one lifecycle (`service.platform.streams`): the same headers, and when the server shuts
 down each ends at once with its own final event.
 
 The streams stay open by construction, not by timing: the agent's model and the knowledge base's embedder

@@ -37,7 +37,7 @@ from agentkb.api.metrics import RequestMetrics
 from agentkb.api.middleware import RequestContext
 from agentkb.api.ratelimit import RateLimit
 from agentkb.runtime import open_runtime
-from agentkb.service.lifecycle import Shutdown
+from agentkb.service.platform import Shutdown
 from agentkb.settings import Settings
 
 log = logging.getLogger("agentkb")

@@ -112,7 +112,7 @@ llm_requests = Histogram(
 )
 llm_errors = Counter("agentkb_llm_errors", "Language-model requests that failed, by provider.", ["provider"])
 
-# search (agentkb.service.search)
+# search (agentkb.service.retrieval.search)
 search_duration = Histogram(
     "agentkb_search_duration_seconds",
     "Knowledge-base searches (HTTP, SQL and the agents' kb_query_tool), by mode: vector, hybrid or "

@@ -18,9 +18,8 @@ from pydantic_ai.models import create_async_httpx2_client
 from agentkb import logs, secrecy
 from agentkb.guarded_http import guarded_httpx2_transport
 from agentkb.kb.embedders.registry import EmbedderRegistry
-from agentkb.service import secrets
 from agentkb.service.container import Services, build_services
-from agentkb.service.lifecycle import Shutdown
+from agentkb.service.platform import Shutdown, seal_plaintext_secrets
 from agentkb.settings import Settings
 from agentkb.storage import migrate
 from agentkb.storage.db import Database
@@ -58,7 +57,7 @@ async def open_runtime(
     http_client = create_async_httpx2_client(transport=guarded_httpx2_transport())
     try:
         await asyncio.to_thread(migrate.upgrade, url)
-        await secrets.seal_plaintext(db, box)  # records from before secrets were encrypted
+        await seal_plaintext_secrets(db, box)  # records from before secrets were encrypted
         services = build_services(
             settings,
             db,

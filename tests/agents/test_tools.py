@@ -19,9 +19,9 @@ import pytest
 from agentkb.agents.tools import AgentTools, Citation
 from agentkb.destinations import DataSourcePolicy
 from agentkb.kb.embedders.registry import EmbedderRegistry
-from agentkb.service.data_sources import DataSourceService
-from agentkb.service.knowledge_bases import KnowledgeBaseService
-from agentkb.service.search import SearchService
+from agentkb.service.catalog.data_sources import DataSourceService
+from agentkb.service.catalog.knowledge_bases import KnowledgeBaseService
+from agentkb.service.retrieval.search import SearchService
 from agentkb.storage.db import Database
 from tests import externals
 from tests.externals import MARIADB

@@ -14,7 +14,7 @@ import httpx
 import numpy as np
 from sqlalchemy import event, text
 
-from agentkb.service.vector_merge import VectorIndexMerger
+from agentkb.service.ingest.vector_merge import VectorIndexMerger
 from agentkb.storage import chunk_search, chunks, vector_index
 from agentkb.storage.chunks import ChunkWrite
 from agentkb.storage.db import Database

@@ -10,7 +10,7 @@ from mindsdb_sql_parser import parse_sql
 
 from agentkb.errors import BadRequest
 from agentkb.kb.filters import Filter
-from agentkb.service.search import options_from_query
+from agentkb.service.retrieval.search import options_from_query
 from agentkb.sql.kbquery import KBQuery, parse_kb_select, parse_kb_select_ast, strip_wrappers
 
 BASE = KBQuery(

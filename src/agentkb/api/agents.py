@@ -9,7 +9,7 @@ from fastapi import APIRouter, Response
 from agentkb.api.deps import ServicesDep
 from agentkb.api.responses import JSON, problems
 from agentkb.api.schemas import AgentFields, AgentRecord, AgentRequest, agent_record
-from agentkb.service.agents import AgentInput
+from agentkb.service.catalog import AgentInput
 
 router = APIRouter(prefix="/api/projects/{project_name}/agents", tags=["agents"])
 

@@ -8,7 +8,7 @@ The middleware runs before the route reads the body, so an unauthenticated uploa
 Requests for the public paths (health, `/api/status`, `/api/login`, the API docs) and requests that match
 no route (they answer 404, as mindsdb_sdk's login fallback from `/cloud/login` needs) pass unchecked.
 A refused credential counts against the client address in the login throttle; while the address is blocked
-its credentials get 429 with `Retry-After` before they are looked up (`service.login_throttle`).
+its credentials get 429 with `Retry-After` before they are looked up (`service.platform.login_throttle`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from agentkb.api.deps import ServicesDep
 from agentkb.api.openai_compat import OPENAI_PREFIX, openai_error
 from agentkb.api.responses import JSON, Problem, problems
 from agentkb.errors import TooManyRequests
-from agentkb.service import access
+from agentkb.service.platform import entered
 from agentkb.service.types import Principal
 
 router = APIRouter(prefix="/api", tags=["auth"])
@@ -214,7 +214,7 @@ class Authenticate:
             await answer(scope, receive, send)
             return
         scope.setdefault("state", {})["principal"] = found
-        with access.entered(found):  # the services check the principal's scope (read-only, projects)
+        with entered(found):  # the services check the principal's scope (read-only, projects)
             await self.app(scope, receive, send)
 
 

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentkb.api.deps import ServicesDep
 from agentkb.api.responses import JSON
-from agentkb.service.shown import fit_to_show
+from agentkb.service.catalog import fit_to_show
 
 router = APIRouter(prefix="/api/config", tags=["config"])
 

@@ -14,8 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentkb.api.deps import ServicesDep
 from agentkb.api.responses import JSON, problems
-from agentkb.service.data_sources import is_system
-from agentkb.service.shown import fit_to_show
+from agentkb.service.catalog import fit_to_show, is_system
 from agentkb.service.types import SUPPORTED_ENGINES, DataSourceRow, Project
 from agentkb.timestamps import timestamp
 

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentkb.api.deps import ServicesDep
 from agentkb.api.responses import JSON, problems
-from agentkb.service.evaluate import EvaluationRow, evaluate_input
+from agentkb.service.retrieval import EvaluationRow, evaluate_input
 from agentkb.timestamps import timestamp
 
 router = APIRouter(prefix="/api/projects/{project_name}/knowledge_bases/{kb_name}", tags=["knowledge bases"])

@@ -22,7 +22,7 @@ from agentkb.api.deps import ServicesDep
 from agentkb.api.middleware import FORM_OVERHEAD
 from agentkb.api.responses import EMPTY_STRING, JSON, multipart_body, problems
 from agentkb.errors import BadRequest, PayloadTooLarge
-from agentkb.service.files import (
+from agentkb.service.catalog import (
     BlobWriter,
     FileService,
     StagedBlob,

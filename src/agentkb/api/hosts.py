@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agentkb.api.responses import Problem
-from agentkb.service.auth import AuthService, is_loopback
+from agentkb.service.platform import AuthService, is_loopback
 
 TITLE = "Invalid host header"
 SHOWN = 100  # characters of a refused Host header quoted back

@@ -13,7 +13,7 @@ from agentkb.api.deps import ServicesDep
 from agentkb.api.responses import JSON, event_stream, problems
 from agentkb.api.schemas import JobRecord, job_record
 from agentkb.api.sse import JobRecords, sse_stream
-from agentkb.service.streams import relay
+from agentkb.service.platform import relay
 from agentkb.service.types import JobRow
 
 log = logging.getLogger("agentkb.api.jobs")

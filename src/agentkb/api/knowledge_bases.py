@@ -22,8 +22,7 @@ from agentkb.api.schemas import (
     kb_record,
 )
 from agentkb.errors import BadRequest
-from agentkb.service.kb_admin import settings_only
-from agentkb.service.knowledge_bases import KnowledgeBaseInput
+from agentkb.service.catalog import KnowledgeBaseInput, settings_only
 from agentkb.service.types import (
     DEFAULT_ALPHA,
     DEFAULT_FUSION_K,

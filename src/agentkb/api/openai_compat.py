@@ -5,7 +5,7 @@ Responses are OpenAI's shapes: `chat.completion`, or with `stream: true` server-
 `chat.completion.chunk` events ending with `data: [DONE]`; errors are `{"error": {"message", "type",
 "param", "code"}}` (401s included, see `api/auth.py`). The agent's tool steps, citations and trace id ride
 in an extra `agentkb` field, which OpenAI clients ignore: on the completion, and on the stream's chunks as
-each tool step finishes. The run is the completion service's (`service/openai_compat.py`).
+each tool step finishes. The run is the completion service's (`service/agents/openai_compat.py`).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from agentkb.api.responses import JSON, problems, schema_ref
 from agentkb.api.sse import sse_stream
 from agentkb.errors import AgentKBError, BadRequest
 from agentkb.secrecy import mask_text
-from agentkb.service.openai_compat import ChatService, step_record
-from agentkb.service.streams import RUN_STOPPED, Encoder, data, relay
+from agentkb.service.agents import ChatService, step_record
+from agentkb.service.platform import RUN_STOPPED, Encoder, data, relay
 from agentkb.service.types import End, Error, Event, Output, Start, Step
 
 log = logging.getLogger("agentkb.api.openai")

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentkb.service.shown import fit_to_show
+from agentkb.service.catalog import fit_to_show
 from agentkb.service.types import AgentRow, JobRow, KnowledgeBaseRow, Project
 from agentkb.timestamps import optional_timestamp, timestamp
 

@@ -4,7 +4,7 @@ job's progress.
 Each chunk is `data: <json.dumps(obj)>` and a blank line: default separators (spaces after `,` and
 `:`), no `event:` or `id:` lines. An agent stream always ends with `{"type": "end"}`.
 
-Each keeps only its encoder; the lifecycle is `service.streams.relay`. When the server shuts down, open
+Each keeps only its encoder; the lifecycle is `service.platform.streams.relay`. When the server shuts down, open
 streams end at once with a last event: an agent stream with an error chunk saying so and
 `{"type": "end"}`, a job stream with the job's record as it now is, marked `"shutdown": true`.
 """
@@ -18,7 +18,7 @@ from typing import Any, assert_never
 
 from fastapi.responses import StreamingResponse
 
-from agentkb.service.streams import HEADERS, MEDIA_TYPE, RUN_STOPPED, Encoder, data, relay
+from agentkb.service.platform import HEADERS, MEDIA_TYPE, RUN_STOPPED, Encoder, data, relay
 from agentkb.service.types import Action, End, Error, Event, JobRow, Output, Start, Step
 
 log = logging.getLogger("agentkb.api.sse")

@@ -14,7 +14,7 @@ from agentkb.api.deps import ServicesDep
 from agentkb.api.responses import JSON, multipart_body, problems
 from agentkb.api.schemas import KnowledgeBaseRecord, kb_record
 from agentkb.errors import BadRequest
-from agentkb.service.transfer import SECRET_FIELDS
+from agentkb.service.catalog import SECRET_FIELDS
 
 router = APIRouter(prefix="/api/projects/{project_name}/knowledge_bases", tags=["knowledge bases"])
 

@@ -75,7 +75,7 @@ def _refuse_exposed_without_auth(settings: Any) -> None:
     """Exit (status 2) instead of serving the API open to the network: a non-loopback host needs a login
     or an API key, unless --allow-no-auth. (A server started otherwise, say by uvicorn itself, still
     refuses every request without a credential on such a host.)"""
-    from agentkb.service.auth import is_loopback
+    from agentkb.service.platform import is_loopback
 
     if settings.allow_no_auth or is_loopback(settings.host) or settings.username is not None:
         return

@@ -23,7 +23,7 @@ import typer
 
 if TYPE_CHECKING:
     from agentkb.secrecy import SecretBox
-    from agentkb.service.secrets import SecretReport
+    from agentkb.service.platform import SecretReport
     from agentkb.settings import Settings
 
 app = typer.Typer(help="Secret-key management.", no_args_is_help=True)
@@ -78,7 +78,7 @@ def rotate_secret(
 
 
 async def _rotate(settings: Settings, box: SecretBox) -> SecretReport:
-    from agentkb.service import secrets
+    from agentkb.service.platform import rotate_secrets
     from agentkb.storage import migrate
     from agentkb.storage.db import Database
     from agentkb.storage.embedded import EmbeddedPostgres
@@ -91,7 +91,7 @@ async def _rotate(settings: Settings, box: SecretBox) -> SecretReport:
     db = Database(url, pool_size=1)
     try:
         await asyncio.to_thread(migrate.upgrade, url)
-        return await secrets.rotate(db, box)
+        return await rotate_secrets(db, box)
     finally:
         await db.close()
         if embedded is not None:

@@ -30,7 +30,7 @@ import uvicorn
 
 from agentkb.app import listening
 from agentkb.runtime import ExitGuard
-from agentkb.service.lifecycle import Shutdown
+from agentkb.service.platform import Shutdown
 
 GC_YOUNG_THRESHOLD = 50_000  # allocations between young collections (CPython's default: 700)
 

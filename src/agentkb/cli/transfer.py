@@ -193,7 +193,7 @@ def _export_remote(
 def _secrets(
     embedding_api_key: str | None, reranking_api_key: str | None, secret: list[str]
 ) -> dict[str, str]:
-    from agentkb.service.transfer import SECRET_FIELDS
+    from agentkb.service.catalog import SECRET_FIELDS
 
     given: dict[str, str] = {}
     for item in secret:
@@ -287,7 +287,7 @@ def _import_remote(
     import orjson
 
     from agentkb.cli.ingest_job import Counting
-    from agentkb.service.transfer import SECRET_FIELDS
+    from agentkb.service.catalog import SECRET_FIELDS
 
     fields = {field: secrets.pop(path) for field, path in SECRET_FIELDS.items() if path in secrets}
     if secrets:

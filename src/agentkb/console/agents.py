@@ -17,9 +17,8 @@ from agentkb.console.session import PREFIX, check_csrf
 from agentkb.console.streams import encode, sse_stream
 from agentkb.errors import BadRequest
 from agentkb.secrecy import mask_text
-from agentkb.service.agents import PROVIDERS, AgentInput
-from agentkb.service.shown import fit_to_show
-from agentkb.service.streams import RUN_STOPPED, Encoder, relay
+from agentkb.service.catalog import PROVIDERS, AgentInput, fit_to_show
+from agentkb.service.platform import RUN_STOPPED, Encoder, relay
 from agentkb.service.types import AgentRow, End, Error, Event, Start
 
 log = logging.getLogger("agentkb.console")

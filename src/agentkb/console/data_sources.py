@@ -11,7 +11,7 @@ from agentkb.console import forms
 from agentkb.console.render import ConsoleRoute, page, see_other, services_of
 from agentkb.console.session import PREFIX, check_csrf
 from agentkb.errors import AgentKBError
-from agentkb.service.shown import fit_to_show
+from agentkb.service.catalog import fit_to_show
 from agentkb.service.types import SUPPORTED_ENGINES, DataSourceRow
 
 router = APIRouter(prefix=f"{PREFIX}/data_sources", route_class=ConsoleRoute)

@@ -18,7 +18,7 @@ from agentkb.console.render import ConsoleRoute, see_other, services_of
 from agentkb.console.session import PREFIX, check_csrf
 from agentkb.console.streams import encode, sse_stream
 from agentkb.errors import BadRequest
-from agentkb.service.streams import Encoder, relay
+from agentkb.service.platform import Encoder, relay
 from agentkb.service.types import InsertInput, JobRow
 
 router = APIRouter(prefix=f"{PREFIX}/projects/{{project}}/knowledge_bases/{{kb}}", route_class=ConsoleRoute)

@@ -12,8 +12,7 @@ from agentkb.console import forms
 from agentkb.console.render import ConsoleRoute, page, see_other, services_of
 from agentkb.console.session import PREFIX, check_csrf
 from agentkb.errors import BadRequest
-from agentkb.service.knowledge_bases import KnowledgeBaseInput
-from agentkb.service.shown import fit_to_show
+from agentkb.service.catalog import KnowledgeBaseInput, fit_to_show
 from agentkb.service.types import Filter, KnowledgeBaseRow, SearchOptions
 
 router = APIRouter(prefix=f"{PREFIX}/projects/{{project}}/knowledge_bases", route_class=ConsoleRoute)

@@ -1,5 +1,5 @@
 """Server-sent events for the console's live parts (an agent's run, a job's progress): each item is one
-`data: <json>` event, sent with the same lifecycle and headers as the API's streams (`service.streams`): a
+`data: <json>` event, sent with the same lifecycle and headers as the API's streams (`service.platform.streams`): a
 stream ends early, without waiting for its next item, when the server shuts down."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 from fastapi.responses import StreamingResponse
 
-from agentkb.service.streams import HEADERS, MEDIA_TYPE, data
+from agentkb.service.platform import HEADERS, MEDIA_TYPE, data
 
 
 def encode(obj: dict[str, Any]) -> str:

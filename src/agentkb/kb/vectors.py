@@ -32,7 +32,7 @@ from agentkb.storage.vector_index import MAX_VECTOR_INDEX_DIM
 
 log = logging.getLogger(__name__)
 
-# a table of 4,000 rows or more gets an HNSW index (service.vector_merge.MIN_TABLE_ROWS) once its inserts
+# a table of 4,000 rows or more gets an HNSW index (service.ingest.vector_merge.MIN_TABLE_ROWS) once its inserts
 # settle, which then answers its searches, as it does a smaller table's where one was made (CREATE INDEX ON
 # KNOWLEDGE_BASE): its breadth (`ef_search`) is the KB's choice. Until the index holds its rows (a bulk load's
 # first build takes seconds), a larger table is ranked here too: up to this many chunks (29 MB at 384-d, a

@@ -14,29 +14,27 @@ from agentkb.ingest.files.source import FileSource
 from agentkb.kb.embedders.registry import EmbedderRegistry
 from agentkb.kb.vectors import single_threaded_blas
 from agentkb.secrecy import SecretBox
-from agentkb.service.agents import AgentService
-from agentkb.service.auth import AuthService
-from agentkb.service.completions import CompletionService
-from agentkb.service.data_sources import DataSourceService
-from agentkb.service.evaluate import EvaluateService
-from agentkb.service.files import FileService
-from agentkb.service.health import HealthService
-from agentkb.service.ingest import IngestService
+from agentkb.service.agents import ChatService, CompletionService, MCPService
+from agentkb.service.catalog import (
+    AgentService,
+    DataSourceService,
+    FileService,
+    KnowledgeBaseAdmin,
+    KnowledgeBaseService,
+    ProjectService,
+    TransferService,
+)
+from agentkb.service.ingest import (
+    ChunkWriter,
+    IngestService,
+    PartitionedInserts,
+    QuerySources,
+    VectorIndexMerger,
+)
 from agentkb.service.jobs import JobService
-from agentkb.service.kb_admin import KnowledgeBaseAdmin
-from agentkb.service.knowledge_bases import KnowledgeBaseService
-from agentkb.service.lifecycle import Shutdown
-from agentkb.service.login_throttle import LoginThrottle
-from agentkb.service.mcp import MCPService
-from agentkb.service.metrics import MetricsService
-from agentkb.service.openai_compat import ChatService
-from agentkb.service.projects import ProjectService
-from agentkb.service.query_sources import QuerySources
-from agentkb.service.search import SearchService
-from agentkb.service.sql import SQLService
-from agentkb.service.sql_evaluate import SQLTables
-from agentkb.service.sql_insert import SQLInsert
-from agentkb.service.transfer import TransferService
+from agentkb.service.platform import AuthService, HealthService, LoginThrottle, MetricsService, Shutdown
+from agentkb.service.retrieval import EvaluateService, SearchService
+from agentkb.service.sql import SQLContext, SQLService, SQLTables, statement_handlers
 from agentkb.settings import Settings
 from agentkb.storage.db import Database
 
@@ -70,7 +68,7 @@ class Services:
         """Give back what the services hold (data-source engines, embedder and search HTTP clients), store the
         agent run traces not yet stored, and stop vector-index merges (an interrupted one is redone later)."""
         await self.completions.aclose()
-        await self.ingest.merger.close()
+        await self.ingest.writer.merger.close()
         self.data_sources.close()
         await self.embedders.aclose()
         await self.search.aclose()
@@ -130,37 +128,36 @@ def build_services(
         ),
     )
     query_sources = QuerySources(data_sources, files)  # an insert's SELECT: uploaded files or a data source
-    ingest = IngestService(db, embedders, query_sources, heartbeat_s=settings.job_heartbeat_s, box=box)
-    ingest.partition_source = query_sources
-    ingest.document_sources["files"] = FileSource(files)
-    ingest.document_sources["urls"] = UrlSource(settings.crawl_allow_private)
+    writer = ChunkWriter(embedders, box, VectorIndexMerger(db))
+    ingest = IngestService(
+        db,
+        writer,
+        query_sources,
+        PartitionedInserts(db, writer, query_sources),
+        {"files": FileSource(files), "urls": UrlSource(settings.crawl_allow_private)},
+        heartbeat_s=settings.job_heartbeat_s,
+    )
     projects = ProjectService(db, settings.default_project)
     completions = CompletionService(
         db, agent_service, search, data_sources, kb_service, settings, http_client, files=files
     )
-    sql = SQLService(
+    sql_context = SQLContext(
         projects=projects,
         agents=agent_service,
         knowledge_bases=kb_service,
-        data_sources=data_sources,
-        ingest=ingest,
-        search=search,
-        files=files,
-        completions=completions,
         kb_admin=kb_admin,
-        inserts=SQLInsert(
-            projects=projects,
-            knowledge_bases=kb_service,
-            data_sources=data_sources,
-            ingest=ingest,
-            files=files,
-            sources=query_sources,
-            autobatch=settings.autobatch_inserts,
-        ),
+        data_sources=data_sources,
+        files=files,
+        search=search,
+        completions=completions,
+        ingest=ingest,
+        sources=query_sources,
+        autobatch=settings.autobatch_inserts,
     )
-    evaluations = EvaluateService(db, search, settings.default_model, http_client)
-    evaluations.tables = SQLTables(sql, files)
-    sql.evaluations = evaluations
+    # EVALUATE reads and writes its test tables through an endpoint of its own, which has no EVALUATE
+    reader = SQLService(sql_context, statement_handlers(evaluations=None))
+    evaluations = EvaluateService(db, search, settings.default_model, http_client, SQLTables(reader, files))
+    sql = SQLService(sql_context, statement_handlers(evaluations=evaluations))
     return Services(
         settings=settings,
         box=box,
@@ -170,7 +167,9 @@ def build_services(
         kb_admin=kb_admin,
         data_sources=data_sources,
         ingest=ingest,
-        jobs=JobService(db, ingest, kb_service, stale_after_s=settings.job_stale_after_s),
+        jobs=JobService(
+            db, ingest.runner, ingest.queued, kb_service, stale_after_s=settings.job_stale_after_s
+        ),
         search=search,
         embedders=embedders,
         files=files,

@@ -7,8 +7,7 @@ from agentkb.ingest.pipeline import IngestStats
 from agentkb.ingest.request import InsertInput
 from agentkb.kb.filters import Filter, FilterOp
 from agentkb.kb.search import DEFAULT_ALPHA, DEFAULT_FUSION_K, SearchOptions
-from agentkb.service.access import Principal
-from agentkb.service.auth import LoginToken
+from agentkb.service.platform import LoginToken, Principal
 from agentkb.sql.datasources import SUPPORTED_ENGINES
 from agentkb.storage.agents import AgentRow
 from agentkb.storage.data_sources import DataSourceRow

@@ -1,6 +1,6 @@
 """The JSON columns that hold secrets (sealed by `secrecy.SecretBox`), read and rewritten row by row.
 
-`service/secrets.py` uses them to seal values still stored in plain text (start-up) and to re-encrypt
+`service/platform/secrets.py` uses them to seal values still stored in plain text (start-up) and to re-encrypt
 every secret under a new key (`agentkb keys rotate-secret`). `updated_at` is left alone: the records'
 content does not change.
 """

@@ -6,7 +6,7 @@ above W, outside the index, so an insert costs no HNSW maintenance. A vector sea
 `seq <= W` and scans the delta (`seq > W`, btree on `seq`) exactly, so results are complete at any W; W only
 decides how much is scanned exactly.
 
-Merges (`service.vector_merge`) move the delta under the index: a rebuild (`CREATE INDEX CONCURRENTLY ...
+Merges (`service.ingest.vector_merge`) move the delta under the index: a rebuild (`CREATE INDEX CONCURRENTLY ...
 WHERE seq <= max(seq)`, swapped for the old index in one short transaction) when the delta is large relative
 to the indexed rows, else an incremental merge (delta rows re-numbered to `seq = 0`, entering the index row
 by row, in small transactions). Readers never wait for a build; W is read through a short cache, and a

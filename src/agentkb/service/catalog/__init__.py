@@ -1,0 +1,41 @@
+"""What exists: projects, agents, knowledge bases (their records and settings), data sources, uploaded files,
+a knowledge base's export and import (`transfer`), the one lookup of a KB by name (`kb_lookup`) and what
+of a record may be shown (`shown`)."""
+
+from agentkb.service.catalog.agents import PROVIDERS, AgentInput, AgentService
+from agentkb.service.catalog.data_sources import DataSourceService, is_system
+from agentkb.service.catalog.files import (
+    BlobWriter,
+    FileService,
+    StagedBlob,
+    archive_kind,
+    check_file_name,
+    file_exists,
+)
+from agentkb.service.catalog.kb_admin import KnowledgeBaseAdmin, settings_only
+from agentkb.service.catalog.knowledge_bases import KnowledgeBaseInput, KnowledgeBaseService
+from agentkb.service.catalog.projects import ProjectService
+from agentkb.service.catalog.shown import fit_to_show
+from agentkb.service.catalog.transfer import SECRET_FIELDS, TransferService
+
+__all__ = [
+    "PROVIDERS",
+    "SECRET_FIELDS",
+    "AgentInput",
+    "AgentService",
+    "BlobWriter",
+    "DataSourceService",
+    "FileService",
+    "KnowledgeBaseAdmin",
+    "KnowledgeBaseInput",
+    "KnowledgeBaseService",
+    "ProjectService",
+    "StagedBlob",
+    "TransferService",
+    "archive_kind",
+    "check_file_name",
+    "file_exists",
+    "fit_to_show",
+    "is_system",
+    "settings_only",
+]

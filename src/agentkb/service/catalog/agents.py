@@ -1,0 +1,320 @@
+"""Agents: stored configurations (model, connected data, prompt) inside a project.
+
+Secret fields of `model` and `params` are stored sealed (`secrecy.SecretBox`). The spec has the agent
+record echo `model` (its `api_key` included), so the rows this service returns carry `model` revealed (a
+secret that cannot be decrypted reads `******`); `params` stay sealed, masked for clients (`service.catalog.shown`).
+`get_for_run` reveals both strictly, for calling the provider (flat params such as `openai_api_key` are
+credentials too). A secret sent back as `******` on update keeps the stored one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Any
+
+from sqlalchemy.exc import IntegrityError
+
+from agentkb.credentials import model_params
+from agentkb.destinations import check_model_urls
+from agentkb.errors import BadRequest, Conflict, NotFound, agent_not_found, project_not_found
+from agentkb.secrecy import (
+    SecretBox,
+    carried_secrets,
+    changed_endpoints,
+    refuse,
+    refuse_sealed,
+    restore_masked,
+)
+from agentkb.service.catalog import projects
+from agentkb.service.platform import access
+from agentkb.storage import agents as repo
+from agentkb.storage.agents import AgentRow
+from agentkb.storage.db import Database
+from agentkb.storage.projects import Project
+from agentkb.validation import (
+    IDENTIFIER,
+    check_dict,
+    check_name,
+    check_storable,
+    check_str_list,
+    is_identifier,
+)
+
+PROVIDERS = ("extractive", "openai", "anthropic", "google", "ollama")
+_PART = IDENTIFIER.pattern.strip("^$")
+_NAME_PATTERN = r"[A-Za-z0-9_*?]*[*?][A-Za-z0-9_*?]*"  # MindsDB matches data names with fnmatch: kb_show*
+_KB_REF = re.compile(rf"^(?:({_PART})\.)?({_PART}|{_NAME_PATTERN})$")
+_TABLE_REF = re.compile(rf"^{_PART}(?:\.{_PART})?\.(?:{_PART}|{_NAME_PATTERN})$")
+_PROVIDER_BY_PREFIX = (
+    ("gpt", "openai"),
+    ("o1", "openai"),
+    ("o3", "openai"),
+    ("o4", "openai"),
+    ("claude", "anthropic"),
+    ("gemini", "google"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentInput:
+    """An agent body as clients send it; None means "not sent" (the MindsDB SDK sends nulls)."""
+
+    name: Any = None
+    model: Any = None
+    model_name: Any = None
+    provider: Any = None
+    data: Any = None
+    prompt_template: Any = None
+    params: Any = None
+
+
+def _infer_provider(model_name: str, default: dict[str, Any]) -> str:
+    lowered = model_name.lower()
+    for prefix, provider in _PROVIDER_BY_PREFIX:
+        if lowered.startswith(prefix):
+            return provider
+    return str(default.get("provider", "openai"))
+
+
+def build_model(given: AgentInput, default: dict[str, Any]) -> dict[str, Any] | None:
+    """Fold `model`, top-level `model_name`/`provider` and `params.model` into one model object."""
+    model = given.model
+    params_model = given.params.get("model") if isinstance(given.params, dict) else None
+    if model is None and params_model is not None:
+        model = params_model
+    if model is None and given.model_name is None and given.provider is None:
+        return None
+    out = dict(check_dict(model, "model")) if model is not None else {}
+    if given.model_name is not None:
+        out.setdefault("model_name", given.model_name)
+    if given.provider is not None:
+        out.setdefault("provider", given.provider)
+    provider = out.get("provider")
+    model_name = out.get("model_name")
+    if model_name is None and (provider is None or provider == default.get("provider")):
+        out["model_name"] = model_name = default.get("model_name")
+    if not isinstance(model_name, str) or not model_name:
+        raise BadRequest(
+            "'model.model_name' is required and must be a non-empty string", title="Invalid model"
+        )
+    if provider is None:
+        out["provider"] = provider = _infer_provider(model_name, default)
+    if provider == "mindsdb":  # a MindsDB model: agentkb has none, so it cannot exist (MindsDB's 404)
+        raise NotFound(
+            f'The model "{model_name}" does not exist. Please ensure that the name is correct and try again.',
+            title="Resource not found",
+        )
+    if provider not in PROVIDERS:
+        raise BadRequest(
+            f"'model.provider' {provider!r} is not supported; use one of: {', '.join(PROVIDERS)}",
+            title="Invalid model",
+        )
+    check_model_urls(out, "model")
+    return out
+
+
+def build_data(data: Any, project: Project) -> dict[str, list[str]]:
+    """Validate `data`; bare knowledge-base names (the SDK appends them) become `<project>.<kb>`."""
+    data = check_dict(data, "data")
+    unknown = set(data) - {"knowledge_bases", "tables"}
+    if unknown:
+        raise BadRequest(
+            f"'data' has unknown field(s) {sorted(unknown)}; allowed: knowledge_bases, tables",
+            title="Invalid data",
+        )
+    kbs: list[str] = []
+    for entry in check_str_list(data.get("knowledge_bases") or [], "data.knowledge_bases"):
+        match = _KB_REF.match(entry)
+        if match is None:
+            raise BadRequest(
+                f"'data.knowledge_bases' entry {entry!r} must be '<project>.<knowledge_base>', "
+                "'<project>.*' or a name pattern such as 'kb_*'",
+                title="Invalid data",
+            )
+        full = entry if match.group(1) else f"{project.name}.{entry}"
+        if full not in kbs:
+            kbs.append(full)
+    tables: list[str] = []
+    for entry in check_str_list(data.get("tables") or [], "data.tables"):
+        if _TABLE_REF.match(entry) is None:
+            raise BadRequest(
+                f"'data.tables' entry {entry!r} must be '<data_source>.<table>', '<data_source>.*' or a "
+                "name pattern such as 'files.sales_*'",
+                title="Invalid data",
+            )
+        if entry not in tables:
+            tables.append(entry)
+    return {"knowledge_bases": kbs, "tables": tables}
+
+
+def check_data_scope(data: dict[str, list[str]]) -> None:
+    """A project key's agent reads its own projects' knowledge bases only, and no data source or file tables
+    (global objects): 403 otherwise."""
+    for entry in data["knowledge_bases"]:
+        match = _KB_REF.match(entry)
+        access.require_project((match.group(1) if match and match.group(1) else entry).strip("`"))
+    if data["tables"]:
+        access.require_global("an agent reading data source or file tables")
+
+
+def _params(given: AgentInput) -> dict[str, Any]:
+    if given.params is None:
+        return {}
+    params = dict(check_dict(given.params, "params"))
+    for moved in ("model", "data", "prompt_template"):  # MindsDB accepts these inside params too
+        params.pop(moved, None)
+    check_model_urls(params, "params")  # flat LLM settings (`openai_api_base`, ...)
+    return params
+
+
+def _prompt(given: AgentInput) -> str | None:
+    value = given.prompt_template
+    if value is None and isinstance(given.params, dict):
+        value = given.params.get("prompt_template")
+    if value is not None and not isinstance(value, str):
+        raise BadRequest("'prompt_template' must be a string", title="Invalid value")
+    return check_storable(value, "prompt_template")  # type: ignore[no-any-return]
+
+
+def _data(given: AgentInput) -> Any:
+    if given.data is None and isinstance(given.params, dict):
+        return given.params.get("data")
+    return given.data
+
+
+def _check_bound(
+    agent: AgentRow,
+    model: dict[str, Any],
+    params: dict[str, Any],
+    given_model: dict[str, Any],
+    given_params: dict[str, Any],
+) -> None:
+    """400 when an update moves the agent's LLM to another server (its model and the flat params that
+    reach the model, as `credentials.llm_config` merges them) but keeps a stored key it did not send."""
+    refuse_sealed(given_model, agent.model, "model.")
+    refuse_sealed(given_params, agent.params, "params.")
+    old_params, new_params = model_params(agent.params), model_params(params)
+    changed = changed_endpoints({**old_params, **agent.model}, {**new_params, **model})
+    carried = [f"model.{k}" for k in carried_secrets(agent.model, model, given_model)]
+    carried += [f"params.{k}" for k in carried_secrets(old_params, new_params, given_params)]
+    refuse(changed, carried)
+
+
+class AgentService:
+    def __init__(self, db: Database, default_model: dict[str, Any], *, box: SecretBox | None = None) -> None:
+        self.db = db
+        self.default_model = default_model
+        self.box = box or SecretBox.from_environment()
+
+    def _shown(self, agent: AgentRow) -> AgentRow:
+        return replace(agent, model=self.box.reveal(agent.model, f"agent {agent.name} model", strict=False))
+
+    async def list(self, project_name: str) -> list[AgentRow]:
+        access.require_project(project_name)
+        async with self.db.read() as conn:
+            project = await projects.resolve(conn, project_name)
+            return [self._shown(a) for a in await repo.list_for_project(conn, project.id)]
+
+    async def _stored(self, project_name: str, name: str) -> AgentRow:
+        access.require_project(project_name)
+        return await projects.named_in_project(
+            self.db, project_name, name, repo.get_in_project, agent_not_found
+        )
+
+    async def get(self, project_name: str, name: str) -> AgentRow:
+        return self._shown(await self._stored(project_name, name))
+
+    async def get_for_run(self, project_name: str, name: str) -> AgentRow:
+        """The agent with the secrets of its model and params decrypted (`SecretUnavailable` if one cannot
+        be): flat params such as `openai_api_key` reach the model too (`credentials.llm_config`)."""
+        agent = await self._stored(project_name, name)
+        return replace(
+            agent,
+            model=self.box.reveal(agent.model, f"agent {agent.name} model"),
+            params=self.box.reveal(agent.params, f"agent {agent.name} params"),
+        )
+
+    async def create(self, project_name: str, given: AgentInput) -> AgentRow:
+        access.require_write("creating an agent")
+        access.require_project(project_name)
+        name = check_name(given.name, "name")
+        # Without a model, the default's name is recorded; its key and other settings apply at run time
+        # (`credentials.llm_config`), so a changed default reaches the agent and its key stays out of records.
+        model = build_model(given, self.default_model) or {
+            k: self.default_model[k] for k in ("provider", "model_name") if k in self.default_model
+        }
+        prompt = _prompt(given)
+        params = _params(given)
+        refuse_sealed(model, None, "model.")
+        refuse_sealed(params, None, "params.")
+        try:
+            async with self.db.transaction() as conn:
+                project = await projects.resolve(conn, project_name)
+                data = build_data(_data(given) or {}, project)
+                check_data_scope(data)
+                values = {
+                    "name": name,
+                    "model": self.box.seal(model),
+                    "data": data,
+                    "prompt_template": prompt,
+                    "params": self.box.seal(params),
+                }
+                agent = await repo.insert_new(conn, project.id, values)
+        except IntegrityError as exc:  # the project was deleted while we inserted
+            raise project_not_found(project_name) from exc
+        if agent is None:
+            raise Conflict(
+                f"Agent with name {name} already exists. Please choose a different one.",
+                title="Agent already exists",
+            )
+        return self._shown(agent)
+
+    async def update(self, project_name: str, name: str, given: AgentInput) -> AgentRow:
+        access.require_write("updating an agent")
+        access.require_project(project_name)
+        model = build_model(given, self.default_model)
+        prompt = _prompt(given)
+        new_name = check_name(given.name, "name") if given.name is not None else None
+        async with self.db.transaction() as conn:
+            project = await projects.resolve(conn, project_name)
+            agent = await repo.get(conn, project.id, name, for_update=True) if is_identifier(name) else None
+            if agent is None:
+                raise agent_not_found(name)
+            values: dict[str, Any] = {}
+            if new_name is not None and new_name != agent.name:
+                if await repo.get(conn, project.id, new_name) is not None:
+                    raise Conflict(f"Agent with name {new_name} already exists", title="Agent already exists")
+                values["name"] = new_name
+            new_model, new_params = agent.model, agent.params
+            if model is not None:
+                new_model = restore_masked(model, agent.model)
+                values["model"] = self.box.seal(new_model)
+            data = _data(given)
+            if data is not None:
+                values["data"] = build_data(data, project)
+                check_data_scope(values["data"])
+            if prompt is not None:
+                values["prompt_template"] = prompt
+            if given.params is not None:
+                merged = {**agent.params, **restore_masked(_params(given), agent.params)}
+                new_params = {k: v for k, v in merged.items() if v is not None}
+                values["params"] = self.box.seal(new_params)
+            _check_bound(agent, new_model, new_params, model or {}, _params(given))
+            try:
+                async with conn.begin_nested():
+                    return self._shown(await repo.update(conn, agent.id, values))
+            except IntegrityError as exc:  # a concurrent rename took the name
+                raise Conflict(
+                    f"Agent with name {new_name} already exists", title="Agent already exists"
+                ) from exc
+
+    async def delete(self, project_name: str, name: str) -> None:
+        access.require_write("deleting an agent")
+        access.require_project(project_name)
+        async with self.db.transaction() as conn:
+            project = await projects.resolve(conn, project_name)
+            agent = await repo.get(conn, project.id, name, for_update=True) if is_identifier(name) else None
+            if agent is None:
+                raise agent_not_found(name)
+            await repo.delete(conn, agent.id)

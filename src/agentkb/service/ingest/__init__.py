@@ -1,0 +1,11 @@
+"""Inserting into knowledge bases: the ingest service (`service`), the steps every insert shares (`writer`),
+partitioned SQL inserts (`partitions`), the rows of an insert's query (`query_sources`), and the background
+merges of new chunks into the HNSW index (`vector_merge`)."""
+
+from agentkb.service.ingest.partitions import PartitionedInserts
+from agentkb.service.ingest.query_sources import QuerySources
+from agentkb.service.ingest.service import IngestService
+from agentkb.service.ingest.vector_merge import VectorIndexMerger
+from agentkb.service.ingest.writer import ChunkWriter
+
+__all__ = ["ChunkWriter", "IngestService", "PartitionedInserts", "QuerySources", "VectorIndexMerger"]

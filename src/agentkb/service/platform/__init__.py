@@ -1,0 +1,35 @@
+"""The platform the other services stand on: who a request acts for and what it may do (`access`), logins and
+API keys (`auth`, `login_throttle`), the process's shutdown (`lifecycle`), readiness (`health`), metrics,
+the sealing of stored secrets (`secrets`), and the one lifecycle of every event stream (`streams`)."""
+
+from agentkb.service.platform.access import Principal, entered
+from agentkb.service.platform.auth import AuthService, LoginToken, is_loopback
+from agentkb.service.platform.health import HealthService
+from agentkb.service.platform.lifecycle import Shutdown, Stopped, until
+from agentkb.service.platform.login_throttle import LoginThrottle
+from agentkb.service.platform.metrics import MetricsService
+from agentkb.service.platform.secrets import SecretReport, rotate_secrets, seal_plaintext_secrets
+from agentkb.service.platform.streams import HEADERS, MEDIA_TYPE, RUN_STOPPED, Encoder, data, relay
+
+__all__ = [
+    "HEADERS",
+    "MEDIA_TYPE",
+    "RUN_STOPPED",
+    "Encoder",
+    "data",
+    "relay",
+    "AuthService",
+    "HealthService",
+    "LoginThrottle",
+    "LoginToken",
+    "MetricsService",
+    "Principal",
+    "SecretReport",
+    "Shutdown",
+    "Stopped",
+    "entered",
+    "is_loopback",
+    "rotate_secrets",
+    "seal_plaintext_secrets",
+    "until",
+]
