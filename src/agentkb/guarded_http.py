@@ -85,24 +85,15 @@ class _Backend:
         self.inner = core.AnyIOBackend()
         self.retry: tuple[type[Exception], ...] = (core.ConnectError, core.ConnectTimeout, OSError)
 
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Any = None,
-    ) -> Any:
+    async def connect_tcp(self, host: str, port: int, **options: Any) -> Any:
+        """A stream to one of `host`'s allowed addresses; the pool's `options` (timeout, local address,
+        socket options) go to the inner backend as given."""
         addresses = await asyncio.to_thread(allowed_addresses, host.strip("[]"), port, "model server")
         return await dial_in_turn(
-            lambda address: self.inner.connect_tcp(address, port, timeout, local_address, socket_options),
-            addresses,
-            self.retry,
+            lambda address: self.inner.connect_tcp(address, port, **options), addresses, self.retry
         )
 
-    async def connect_unix_socket(
-        self, path: str, timeout: float | None = None, socket_options: Any = None
-    ) -> Any:
+    async def connect_unix_socket(self, path: str, **options: Any) -> Any:
         raise self.core.ConnectError("model servers are not reached over unix sockets")
 
     async def sleep(self, seconds: float) -> None:
