@@ -8,16 +8,18 @@ connection is opened (not when the model was stored), and dialled as checked (no
   through a network backend that resolves the host with `destinations.allowed_addresses` and connects to
   those addresses (httpcore's `network_backend=` extension point); TLS still verifies the URL's host name.
   Neither library's transport takes a network backend, so `GuardedTransport` builds the transport's pool
-  (`_pool`, the one attribute its requests go through) with one. Environment proxies are not used by these
-  two clients: a proxy would resolve the name itself.
+  (`_pool`, the one attribute its requests go through) with one. httpcore2 is httpcore's fork with the same
+  interface, so one backend class and one pool builder serve both, given the library's module. Environment
+  proxies are not used by these two clients: a proxy would resolve the name itself.
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable
+from types import ModuleType
+from typing import Any, TypeVar
 
 import aiohttp
 import aiohttp.abc
@@ -28,7 +30,7 @@ import httpx2
 
 from agentkb.destinations import allowed_addresses
 
-__all__ = ["GuardedResolver", "guarded_httpx2_transport", "guarded_httpx_client"]
+__all__ = ["GuardedResolver", "dial_in_turn", "guarded_httpx2_transport", "guarded_httpx_client"]
 
 
 class GuardedResolver(aiohttp.abc.AbstractResolver):
@@ -54,98 +56,72 @@ def _family(version: int) -> socket.AddressFamily:
     return socket.AF_INET6 if version == 6 else socket.AF_INET
 
 
-async def _dial(inner: Any, retry: tuple[type[Exception], ...], host: str, port: int, *args: Any) -> Any:
-    """Connect `inner` (an httpcore or httpcore2 backend) to the allowed addresses of `host` in turn, the next
-    when one fails with `retry`'s errors."""
-    addresses = await asyncio.to_thread(allowed_addresses, host.strip("[]"), port, "model server")
+_Stream = TypeVar("_Stream")
+
+
+async def dial_in_turn(
+    connect: Callable[[str], Awaitable[_Stream]],
+    addresses: Iterable[object],
+    retry: tuple[type[Exception], ...],
+) -> _Stream:
+    """`connect` to each of `addresses` (non-empty) in turn, the next when one fails with `retry`'s errors;
+    the last failure is raised when all fail."""
     failure: Exception | None = None
     for address in addresses:
         try:
-            return await inner.connect_tcp(str(address), port, *args)
+            return await connect(str(address))
         except retry as exc:
             failure = exc
     assert failure is not None
     raise failure
 
 
-_RETRY = (httpcore.ConnectError, httpcore.ConnectTimeout, OSError)
-_RETRY2 = (httpcore2.ConnectError, httpcore2.ConnectTimeout, OSError)
+class _Backend:
+    """A network backend for `core`'s connection pool (httpcore or httpcore2, which share the interface):
+    dials the allowed addresses of the host through `core`'s AnyIO backend."""
 
+    def __init__(self, core: ModuleType) -> None:
+        self.core = core
+        self.inner = core.AnyIOBackend()
+        self.retry: tuple[type[Exception], ...] = (core.ConnectError, core.ConnectTimeout, OSError)
 
-class _Backend(httpcore.AsyncNetworkBackend):
-    def __init__(self) -> None:
-        self.inner = httpcore.AnyIOBackend()
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        stream: httpcore.AsyncNetworkStream = await _dial(
-            self.inner, _RETRY, host, port, timeout, local_address, socket_options
+    async def connect_tcp(self, host: str, port: int, **options: Any) -> Any:
+        """A stream to one of `host`'s allowed addresses; the pool's `options` (timeout, local address,
+        socket options) go to the inner backend as given."""
+        addresses = await asyncio.to_thread(allowed_addresses, host.strip("[]"), port, "model server")
+        return await dial_in_turn(
+            lambda address: self.inner.connect_tcp(address, port, **options), addresses, self.retry
         )
-        return stream
 
-    async def connect_unix_socket(
-        self, path: str, timeout: float | None = None, socket_options: Any = None
-    ) -> httpcore.AsyncNetworkStream:
-        raise httpcore.ConnectError("model servers are not reached over unix sockets")
+    async def connect_unix_socket(self, path: str, **options: Any) -> Any:
+        raise self.core.ConnectError("model servers are not reached over unix sockets")
 
     async def sleep(self, seconds: float) -> None:
         await self.inner.sleep(seconds)
 
 
-class _Backend2(httpcore2.AsyncNetworkBackend):
-    def __init__(self) -> None:
-        self.inner = httpcore2.AnyIOBackend()
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[httpcore2.SOCKET_OPTION] | None = None,
-    ) -> httpcore2.AsyncNetworkStream:
-        stream: httpcore2.AsyncNetworkStream = await _dial(
-            self.inner, _RETRY2, host, port, timeout, local_address, socket_options
-        )
-        return stream
-
-    async def connect_unix_socket(
-        self, path: str, timeout: float | None = None, socket_options: Any = None
-    ) -> httpcore2.AsyncNetworkStream:
-        raise httpcore2.ConnectError("model servers are not reached over unix sockets")
-
-    async def sleep(self, seconds: float) -> None:
-        await self.inner.sleep(seconds)
+def _guarded_pool(http: ModuleType, core: ModuleType, limits: Any) -> Any:
+    """`core`'s connection pool for `http`'s transport (httpx over httpcore, httpx2 over httpcore2), with
+    `limits` and a `_Backend` that dials only allowed addresses."""
+    return core.AsyncConnectionPool(
+        ssl_context=http.create_ssl_context(),
+        max_connections=limits.max_connections,
+        max_keepalive_connections=limits.max_keepalive_connections,
+        keepalive_expiry=limits.keepalive_expiry,
+        network_backend=_Backend(core),
+    )
 
 
 class _GuardedTransport(httpx.AsyncHTTPTransport):
     def __init__(self, limits: httpx.Limits) -> None:
         super().__init__(trust_env=False, limits=limits)
-        self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=httpx.create_ssl_context(),
-            max_connections=limits.max_connections,
-            max_keepalive_connections=limits.max_keepalive_connections,
-            keepalive_expiry=limits.keepalive_expiry,
-            network_backend=_Backend(),
-        )
+        self._pool = _guarded_pool(httpx, httpcore, limits)
 
 
 class _GuardedTransport2(httpx2.AsyncHTTPTransport):
     def __init__(self, limits: httpx2.Limits) -> None:
         super().__init__(trust_env=False, limits=limits)
-        self._pool = httpcore2.AsyncConnectionPool(
-            ssl_context=httpx2.create_ssl_context(),
-            max_connections=limits.max_connections,
-            max_keepalive_connections=limits.max_keepalive_connections,
-            keepalive_expiry=limits.keepalive_expiry,
-            network_backend=_Backend2(),
-        )
+        self._pool = _guarded_pool(httpx2, httpcore2, limits)
 
 
 def guarded_httpx_client() -> httpx.AsyncClient:

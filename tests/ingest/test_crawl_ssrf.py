@@ -29,7 +29,7 @@ from agentkb.ingest.crawl.crawler import CrawlError, CrawlOptions, Page, Skipped
 from agentkb.ingest.crawl.fetch import Fetcher
 from agentkb.ingest.crawl.pinning import PinnedTransport
 from agentkb.ingest.crawl.source import UrlSource
-from agentkb.ingest.request import InsertInput, Progress
+from agentkb.ingest.request import InsertInput, Progress, SourceRun
 from agentkb.kb.documents import ColumnSpec
 from tests.ingest.site import PrivateSite, PublicStandIn, Site, html
 
@@ -249,7 +249,7 @@ async def test_refused_links_are_job_errors_with_the_reason(
     progress = Progress(job_id="job")
     kb: Any = SimpleNamespace(id=1)
     conn: Any = None  # the crawl state is stubbed above
-    batches = [batch async for batch in source.documents(conn, kb, given, ColumnSpec(), progress)]
+    batches = [batch async for batch in source.documents(SourceRun(conn, kb, given, ColumnSpec(), progress))]
     assert [d.doc_id for batch in batches for d in batch] == [start]
     expected = {
         f"http://{name}.public.test:{private.port}/page": (

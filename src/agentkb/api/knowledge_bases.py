@@ -17,7 +17,6 @@ from agentkb.api.schemas import (
     InsertRequest,
     KnowledgeBaseRecord,
     KnowledgeBaseRequest,
-    SearchHit,
     SearchRequest,
     kb_record,
 )
@@ -28,6 +27,7 @@ from agentkb.service.types import (
     DEFAULT_FUSION_K,
     Filter,
     FilterOp,
+    Hit,
     IngestStats,
     InsertInput,
     SearchOptions,
@@ -136,7 +136,7 @@ async def insert_into_knowledge_base(
     return JSON("", headers={"X-Agentkb-Ingest": summary, "X-Agentkb-Job": job.id})
 
 
-@router.post("/{kb_name}/search", response_model=list[SearchHit], responses=problems(400, 404, 413, 502))
+@router.post("/{kb_name}/search", response_model=list[Hit], responses=problems(400, 404, 413, 502))
 async def search_knowledge_base(
     project_name: str, kb_name: str, body: SearchRequest, services: ServicesDep
 ) -> Any:

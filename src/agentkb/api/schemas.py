@@ -234,15 +234,6 @@ class SearchRequest(BaseModel):
     relevance_threshold: float | None = Field(None, ge=0, le=1)
 
 
-class SearchHit(BaseModel):
-    id: Any
-    chunk_id: str
-    chunk_content: str
-    metadata: dict[str, Any]
-    distance: float | None
-    relevance: float | None
-
-
 class DeleteDocumentsRequest(BaseModel):
     """The optional body of `DELETE …/knowledge_bases/{kb}`: without it the whole knowledge base is dropped."""
 

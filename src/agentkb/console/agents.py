@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Form, Request, Response
 from fastapi.responses import StreamingResponse
+from pydantic import BaseModel
 
 from agentkb.console import forms
 from agentkb.console.render import ConsoleRoute, page, see_other, services_of
@@ -45,36 +46,39 @@ def shown(agent: AgentRow) -> dict[str, Any]:
     }
 
 
-def _input(
-    name: str | None,
-    provider: str,
-    model_name: str,
-    api_key: str,
-    base_url: str,
-    knowledge_bases: list[str] | None,
-    tables: str,
-    prompt_template: str,
-    stored: AgentRow | None = None,
-) -> AgentInput:
+class AgentForm(BaseModel):
+    """The agent form's fields (all text; the edit form has no name)."""
+
+    name: str = ""
+    provider: str = ""
+    model_name: str = ""
+    api_key: str = ""
+    base_url: str = ""
+    knowledge_bases: list[str] = []
+    tables: str = ""
+    prompt_template: str = ""
+
+
+def _input(form: AgentForm, name: str | None, stored: AgentRow | None = None) -> AgentInput:
     model: dict[str, Any] = {}
-    for field, value in (("provider", provider), ("model_name", model_name), ("base_url", base_url)):
+    for field, value in (
+        ("provider", form.provider),
+        ("model_name", form.model_name),
+        ("base_url", form.base_url),
+    ):
         if forms.text(value):
             model[field] = forms.text(value)
-    key = forms.text(api_key)
+    key = forms.text(form.api_key)
     if key is None and stored is not None and stored.model.get("api_key") and model:
         key = stored.model["api_key"]  # left blank on the form: the stored key stays
     if key is not None:
         model["api_key"] = key
     data = {
-        "knowledge_bases": [kb for kb in knowledge_bases or [] if kb],
-        "tables": forms.names(tables) or [],
+        "knowledge_bases": [kb for kb in form.knowledge_bases if kb],
+        "tables": forms.names(form.tables) or [],
     }
-    return AgentInput(
-        name=name,
-        model=model or None,
-        data=data,
-        prompt_template=prompt_template.strip() if stored is not None else forms.text(prompt_template),
-    )
+    prompt = form.prompt_template.strip() if stored is not None else forms.text(form.prompt_template)
+    return AgentInput(name=name, model=model or None, data=data, prompt_template=prompt)
 
 
 async def _kb_names(request: Request, project: str) -> list[str]:
@@ -96,19 +100,8 @@ async def list_agents(request: Request, project: str) -> Response:
 
 
 @router.post("", dependencies=[Depends(check_csrf)])
-async def create_agent(
-    request: Request,
-    project: str,
-    name: str = Form(""),
-    provider: str = Form(""),
-    model_name: str = Form(""),
-    api_key: str = Form(""),
-    base_url: str = Form(""),
-    knowledge_bases: Annotated[list[str] | None, Form()] = None,
-    tables: str = Form(""),
-    prompt_template: str = Form(""),
-) -> Response:
-    given = _input(name, provider, model_name, api_key, base_url, knowledge_bases, tables, prompt_template)
+async def create_agent(request: Request, project: str, form: Annotated[AgentForm, Form()]) -> Response:
+    given = _input(form, form.name)
     agent = await services_of(request).agents.create(project, given)
     return see_other(_url(project, agent.name))
 
@@ -132,22 +125,10 @@ async def agent_page(request: Request, project: str, agent: str) -> Response:
 
 @router.post("/{agent}", dependencies=[Depends(check_csrf)])
 async def update_agent(
-    request: Request,
-    project: str,
-    agent: str,
-    provider: str = Form(""),
-    model_name: str = Form(""),
-    api_key: str = Form(""),
-    base_url: str = Form(""),
-    knowledge_bases: Annotated[list[str] | None, Form()] = None,
-    tables: str = Form(""),
-    prompt_template: str = Form(""),
+    request: Request, project: str, agent: str, form: Annotated[AgentForm, Form()]
 ) -> Response:
     agents = services_of(request).agents
-    stored = await agents.get(project, agent)
-    given = _input(
-        None, provider, model_name, api_key, base_url, knowledge_bases, tables, prompt_template, stored
-    )
+    given = _input(form, None, await agents.get(project, agent))
     await agents.update(project, agent, given)
     return see_other(_url(project, agent))
 

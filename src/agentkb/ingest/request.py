@@ -60,19 +60,24 @@ class Progress:
         self.counts["items_failed"] = self.counts.get("items_failed", 0) + 1
 
 
+@dataclass(frozen=True, slots=True)
+class SourceRun:
+    """What one insert hands a document source: its transaction, the KB (locked), the request, the KB's
+    columns and the job's progress."""
+
+    conn: AsyncConnection
+    kb: KnowledgeBaseRow
+    given: InsertInput
+    spec: ColumnSpec
+    progress: Progress
+
+
 class DocumentSource(Protocol):
     """Files or crawled pages as document batches (registered in `IngestService.document_sources`)."""
 
     async def validate(self, given: InsertInput) -> dict[str, Any]: ...
 
-    def documents(
-        self,
-        conn: AsyncConnection,
-        kb: KnowledgeBaseRow,
-        given: InsertInput,
-        spec: ColumnSpec,
-        progress: Progress,
-    ) -> AsyncIterator[list[Document]]: ...
+    def documents(self, run: SourceRun) -> AsyncIterator[list[Document]]: ...
 
 
 class RowStream(Protocol):

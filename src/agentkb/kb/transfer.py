@@ -30,6 +30,7 @@ import pybase64
 
 from agentkb.errors import BadRequest, PayloadTooLarge
 from agentkb.secrecy import has_url_password, is_sealed, is_secret_key
+from agentkb.storage.chunks import ChunkWrite
 
 FORMAT = "agentkb-kb-export"
 VERSION = 1
@@ -203,16 +204,6 @@ class Header:
         return int(self.definition["vector_dim"])
 
 
-@dataclass(frozen=True, slots=True)
-class ChunkRecord:
-    chunk_id: str
-    doc_id: str
-    content: str
-    content_hash: str
-    metadata: dict[str, Any]
-    embedding: np.ndarray
-
-
 def _text(record: Mapping[str, Any], key: str, line: int) -> str:
     value = record.get(key)
     if not isinstance(value, str) or "\x00" in value:
@@ -316,10 +307,10 @@ class ExportReader:
         )
         return self.header
 
-    def read_chunks(self, limit: int) -> list[ChunkRecord]:
+    def read_chunks(self, limit: int) -> list[ChunkWrite]:
         """Up to `limit` chunks; [] once the end record is read (a file ending without it is cut short)."""
         assert self.header is not None, "read_header first"
-        out: list[ChunkRecord] = []
+        out: list[ChunkWrite] = []
         while len(out) < limit and not self.ended:
             record = self._record()
             if record is None:
@@ -343,7 +334,7 @@ class ExportReader:
             self.chunks += 1
         return out
 
-    def _chunk(self, record: Mapping[str, Any]) -> ChunkRecord:
+    def _chunk(self, record: Mapping[str, Any]) -> ChunkWrite:
         assert self.header is not None
         metadata = record.get("metadata")
         if not isinstance(metadata, dict):
@@ -364,7 +355,7 @@ class ExportReader:
             raise bad_file(f"line {self.line}: 'embedding' holds a value that is not a finite number")
         if "\\u0000" in orjson.dumps(metadata).decode():
             raise bad_file(f"line {self.line}: 'metadata' holds a NUL character")
-        return ChunkRecord(
+        return ChunkWrite(
             _text(record, "chunk_id", self.line),
             _text(record, "doc_id", self.line),
             _text(record, "content", self.line),

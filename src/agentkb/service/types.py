@@ -6,7 +6,7 @@ from agentkb.agents.prompt import MESSAGES_REQUIRED
 from agentkb.ingest.pipeline import IngestStats
 from agentkb.ingest.request import InsertInput
 from agentkb.kb.filters import Filter, FilterOp
-from agentkb.kb.search import DEFAULT_ALPHA, DEFAULT_FUSION_K, SearchOptions
+from agentkb.kb.search import DEFAULT_ALPHA, DEFAULT_FUSION_K, Hit, SearchOptions
 from agentkb.service.platform import LoginToken, Principal
 from agentkb.sql.datasources import SUPPORTED_ENGINES
 from agentkb.storage.agents import AgentRow
@@ -30,6 +30,7 @@ __all__ = [
     "FileRow",
     "Filter",
     "FilterOp",
+    "Hit",
     "IngestStats",
     "InsertInput",
     "JobRow",

@@ -4,33 +4,18 @@ and a bulk load with binary COPY."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import Any, Protocol
+from typing import Any
 
-import numpy as np
 import psycopg
 from psycopg.types.json import Jsonb
 from sqlalchemy import Row, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb.errors import BadRequest
+from agentkb.storage.chunks import ChunkWrite
 
 COLUMNS = ("chunk_id", "doc_id", "content", "content_hash", "metadata", "embedding")
 COPY_TYPES = ("text", "text", "text", "text", "jsonb", "vector")
-
-
-class ChunkLike(Protocol):
-    @property
-    def chunk_id(self) -> str: ...
-    @property
-    def doc_id(self) -> str: ...
-    @property
-    def content(self) -> str: ...
-    @property
-    def content_hash(self) -> str: ...
-    @property
-    def metadata(self) -> dict[str, Any]: ...
-    @property
-    def embedding(self) -> np.ndarray: ...
 
 
 async def snapshot(conn: AsyncConnection) -> None:
@@ -51,7 +36,7 @@ async def chunk_batches(conn: AsyncConnection, table: str, batch: int) -> AsyncI
         yield rows
 
 
-async def copy_chunks(conn: AsyncConnection, table: str, records: Sequence[ChunkLike]) -> None:
+async def copy_chunks(conn: AsyncConnection, table: str, records: Sequence[ChunkWrite]) -> None:
     """Append `records` to `table` with binary COPY, in the caller's transaction. A chunk id given twice
     (or already stored) is a 400: the caller's transaction is then rolled back."""
     if not records:

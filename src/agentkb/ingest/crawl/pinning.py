@@ -24,6 +24,7 @@ from contextlib import contextmanager
 import httpcore
 import httpx
 
+from agentkb.guarded_http import dial_in_turn
 from agentkb.ingest.crawl.urls import IPAddress
 
 __all__ = ["Pins", "PinnedBackend", "PinnedTransport", "pinned_client"]
@@ -82,14 +83,11 @@ class PinnedBackend(httpcore.AsyncNetworkBackend):
         if not addresses:
             raise httpcore.ConnectError(f"{host} has no address checked by the SSRF guard; not connecting")
         options = list(socket_options) if socket_options is not None else None
-        failure: Exception | None = None
-        for address in addresses:
-            try:
-                return await self.inner.connect_tcp(str(address), port, timeout, local_address, options)
-            except (httpcore.ConnectError, httpcore.ConnectTimeout, OSError) as exc:
-                failure = exc
-        assert failure is not None
-        raise failure
+        return await dial_in_turn(
+            lambda address: self.inner.connect_tcp(address, port, timeout, local_address, options),
+            addresses,
+            (httpcore.ConnectError, httpcore.ConnectTimeout, OSError),
+        )
 
     async def connect_unix_socket(
         self,

@@ -13,15 +13,13 @@ from contextlib import aclosing
 from typing import Any
 
 import httpcore
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb.errors import BadRequest
 from agentkb.ingest.crawl.crawler import CrawlOptions, Page, Resolver, Validators, check_target, crawl
-from agentkb.ingest.request import InsertInput, Progress
-from agentkb.kb.documents import ColumnSpec, Document
+from agentkb.ingest.request import InsertInput, SourceRun
+from agentkb.kb.documents import Document
 from agentkb.patterns import compile_regex
 from agentkb.storage import crawl_state
-from agentkb.storage.knowledge_bases import KnowledgeBaseRow
 
 PAGE_BATCH = 32
 DEFAULT_DEPTH = 1
@@ -111,18 +109,12 @@ class UrlSource:
             "filters": given.filters,
         }
 
-    async def documents(
-        self,
-        conn: AsyncConnection,
-        kb: KnowledgeBaseRow,
-        given: InsertInput,
-        spec: ColumnSpec,
-        progress: Progress,
-    ) -> AsyncIterator[list[Document]]:
-        options = _options(given, self.allow_private)
+    async def documents(self, run: SourceRun) -> AsyncIterator[list[Document]]:
+        options = _options(run.given, self.allow_private)
+        progress = run.progress
         known = {
             url: Validators(c.etag, c.last_modified, c.content_hash)
-            for url, c in (await crawl_state.load(conn, kb.id)).items()
+            for url, c in (await crawl_state.load(run.conn, run.kb.id)).items()
         }
 
         async def lookup(url: str) -> Validators | None:
@@ -153,8 +145,8 @@ class UrlSource:
         if batch:
             yield batch
         await crawl_state.save(
-            conn,
-            kb.id,
+            run.conn,
+            run.kb.id,
             (
                 crawl_state.CrawledUrl(p.url, p.etag, p.last_modified, p.content_hash, p.fetched_at)
                 for p in seen

@@ -6,14 +6,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from agentkb.errors import BadRequest, NotFound
 from agentkb.ingest.files.parse import ParsedFile, file_documents
 from agentkb.ingest.files.tables import Tabular
-from agentkb.ingest.request import BATCH_ROWS, InsertInput, Progress
-from agentkb.kb.documents import ColumnSpec, Document, row_documents
-from agentkb.storage.knowledge_bases import KnowledgeBaseRow
+from agentkb.ingest.request import BATCH_ROWS, InsertInput, SourceRun
+from agentkb.kb.documents import Document, row_documents
 from agentkb.validation import check_storable
 
 
@@ -54,15 +51,9 @@ class FileSource:
                 ) from exc
         return {"files": names}
 
-    async def documents(
-        self,
-        conn: AsyncConnection,
-        kb: KnowledgeBaseRow,
-        given: InsertInput,
-        spec: ColumnSpec,
-        progress: Progress,
-    ) -> AsyncIterator[list[Document]]:
-        for name in given.files or []:
+    async def documents(self, run: SourceRun) -> AsyncIterator[list[Document]]:
+        progress = run.progress
+        for name in run.given.files or []:
             parsed = await self.files.open_parsed(name)
             if isinstance(parsed, Tabular):
                 rows = check_storable(parsed.rows, f"file {name}")
@@ -71,7 +62,7 @@ class FileSource:
                     try:
                         batch = list(
                             row_documents(
-                                rows[start : start + BATCH_ROWS], spec, start_index=start, source=name
+                                rows[start : start + BATCH_ROWS], run.spec, start_index=start, source=name
                             )
                         )
                     except BadRequest as exc:

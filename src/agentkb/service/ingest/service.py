@@ -23,6 +23,7 @@ from agentkb.ingest.request import (
     InsertInput,
     Progress,
     RowStream,
+    SourceRun,
     check_query,
     check_rows,
     column_spec,
@@ -166,7 +167,9 @@ class IngestService:
                 await ingestor.run(row_batches(given.rows, spec))
             for key in ("files", "urls"):
                 if getattr(given, key) is not None:
-                    await ingestor.run(self.document_sources[key].documents(conn, kb, given, spec, progress))
+                    await ingestor.run(
+                        self.document_sources[key].documents(SourceRun(conn, kb, given, spec, progress))
+                    )
             if given.query is not None:
                 await ingestor.run(query_batches(self.data_sources, given.query, spec, progress))
             progress.counts.update(ingestor.stats.as_counts())
