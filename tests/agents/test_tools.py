@@ -21,6 +21,7 @@ from agentkb.destinations import DataSourcePolicy
 from agentkb.kb.embedders.registry import EmbedderRegistry
 from agentkb.service.catalog.data_sources import DataSourceService
 from agentkb.service.catalog.knowledge_bases import KnowledgeBaseService
+from agentkb.service.retrieval.kb_select import KBSelect
 from agentkb.service.retrieval.search import SearchService
 from agentkb.storage.db import Database
 from tests import externals
@@ -205,7 +206,7 @@ async def world(
     # the suite's PostgreSQL is read over its own socket: the policy that allows local sources
     data_sources = DataSourceService(db, policy=DataSourcePolicy(file_dir=Path("/"), allow_local=True))
     services = {
-        "search": SearchService(db, registry),
+        "search": KBSelect(SearchService(db, registry)),
         "data_sources": data_sources,
         "kbs": KnowledgeBaseService(db, settings.default_embedding_model, registry.dimension),
     }
@@ -316,11 +317,22 @@ async def test_kb_query_tool_errors(world: World) -> None:
         "SELEC * FROM docs",
         "",
         "DELETE FROM docs",
-        "SELECT * FROM docs WHERE content = 'a' OR id = 1",
+        "SELECT * FROM docs WHERE content = 'a' GROUP BY id",
+        "SELECT * FROM docs WHERE topic = 'account' OR shade = 'x'",
         "SELECT * FROM docs WHERE relevance < 2",
     ):
         obs = (await tools.call("kb_query_tool", bad)).observation
         assert obs.startswith("Error executing knowledge base query: ") and obs.endswith(KB_ERROR_END), obs
+
+
+async def test_kb_query_tool_listing_reads_up_to_the_row_cap(world: World) -> None:
+    """A listing without LIMIT (one search, or several joined by OR) reads up to the row cap, not the KB."""
+    tools = world.tools(kbs=[f"tools_{world.unique}.bulk"], row_cap=5)
+    for query in ("SELECT id FROM bulk", "SELECT id FROM bulk WHERE chunk_id != 'a' OR chunk_id = 'b'"):
+        result = await tools.call("kb_query_tool", query)
+        assert len(_csv(result.observation.split("\n", 2)[2])) == 6 and len(result.context) == 5, query
+    limited = await tools.call("kb_query_tool", "SELECT id FROM bulk LIMIT 7")
+    assert len(limited.context) == 7
 
 
 async def test_kb_query_tool_more_than_30_rows(world: World) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import replace
 from typing import Any
 
 from mindsdb_sql_parser import ast
@@ -24,7 +23,7 @@ from agentkb.errors import AgentKBError, BadRequest, NotFound
 from agentkb.kb.search import COLUMNS, Hit
 from agentkb.patterns import glob_match
 from agentkb.sql import catalog
-from agentkb.sql.kbquery import parse_kb_select, parse_kb_select_ast, parse_kb_statement
+from agentkb.sql.kbquery import parse_kb_statement
 
 KB_ERROR = (
     "Error executing knowledge base query: {}. "
@@ -164,8 +163,12 @@ class KBTools:
                 project, kb = self.allowed(ast.Identifier(written))
                 row = catalog.kb_row(await self.kb_catalog.get(project, kb))
                 schema = format_result(list(row), [list(row.values())])
-                query = parse_kb_select(f"SELECT * FROM `{project}`.`{kb}` LIMIT {INFO_SAMPLE_ROWS}", project)
-                _, hits = await self.search.query(query, self.project)
+                sample_select = ast.Select(
+                    targets=[ast.Star()],
+                    from_table=ast.Identifier(parts=[project, kb]),
+                    limit=ast.Constant(INFO_SAMPLE_ROWS),
+                )
+                _, hits = await self.search.query(sample_select, self.project)
             except Exception as exc:  # noqa: BLE001 - reported per knowledge base, as MindsDB does
                 blocks.append(f"Error getting information for knowledge base `{written}`: {_detail(exc)}")
                 continue
@@ -183,10 +186,8 @@ class KBTools:
             if isinstance(statement, ast.Select) and isinstance(statement.from_table, ast.Identifier):
                 project, kb = self.allowed(statement.from_table)
                 statement.from_table = ast.Identifier(parts=[project, kb], alias=statement.from_table.alias)
-            query = parse_kb_select_ast(statement, self.project)
-            if query.content is None and query.limit is None:
-                query = replace(query, limit=self.row_cap)  # a bare listing would read the whole KB
-            _, hits = await self.search.query(query, self.project)
+            # a listing without LIMIT reads up to the row cap, not the whole KB
+            query, hits = await self.search.query(statement, self.project, listing_limit=self.row_cap)
         except Exception as exc:  # noqa: BLE001 - parse, permission, search and database errors alike
             return ToolResult(KB_ERROR.format(_detail(exc).rstrip(".")))
         columns = list(query.columns or COLUMNS)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from mindsdb_sql_parser import ast
 from sqlalchemy import Engine
 
 from agentkb.ingest.files.parse import ParsedFile
@@ -15,9 +16,13 @@ from agentkb.storage.knowledge_bases import KnowledgeBaseRow
 
 
 class KBSearch(Protocol):
-    """Runs a parsed knowledge-base SELECT (the executor of the HTTP search endpoint)."""
+    """Runs a parsed knowledge-base SELECT through the SQL endpoint's KB executor (its WHERE algebra: OR, NOT,
+    `Column is not found`; LIMIT, relevance, hybrid search): (its columns, LIMIT and ORDER BY, its hits).
+    A listing (no content text) with no LIMIT reads up to `listing_limit` rows."""
 
-    async def query(self, query: KBQuery, default_project: str) -> tuple[KnowledgeBaseRow, list[Hit]]: ...
+    async def query(
+        self, statement: ast.Select, default_project: str, *, listing_limit: int | None = None
+    ) -> tuple[KBQuery, list[Hit]]: ...
 
 
 class KBCatalog(Protocol):

@@ -1,7 +1,7 @@
 """The agent's tools, with MindsDB 25.14's names and observation texts (contract §4).
 
 Knowledge bases give `kb_list_tool`, `kb_info_tool` and `kb_query_tool` (`kb_tools.py`, through `KBSearch.query`:
-the search service, the executor of the HTTP search endpoint); tables give `sql_db_list_tables`,
+the KB SELECT executor of the SQL endpoint); tables give `sql_db_list_tables`,
 `sql_db_schema` and `sql_db_query` (through `sql_fence`), over registered data sources and the uploaded table
 files (`files.<name>`, `files_db.py`). Each tool takes one string; `AgentTools.call` never raises for bad
 input: the observation says what went wrong, so the model can try again.

@@ -33,7 +33,7 @@ from agentkb.service.ingest import (
 )
 from agentkb.service.jobs import JobService
 from agentkb.service.platform import AuthService, HealthService, LoginThrottle, MetricsService, Shutdown
-from agentkb.service.retrieval import EvaluateService, SearchService
+from agentkb.service.retrieval import EvaluateService, KBSelect, SearchService
 from agentkb.service.sql import SQLContext, SQLService, SQLTables, statement_handlers
 from agentkb.settings import Settings
 from agentkb.storage.db import Database
@@ -138,8 +138,9 @@ def build_services(
         heartbeat_s=settings.job_heartbeat_s,
     )
     projects = ProjectService(db, settings.default_project)
+    kb_select = KBSelect(search)  # KB SELECTs: the SQL endpoint's and the agents' KB tools'
     completions = CompletionService(
-        db, agent_service, search, data_sources, kb_service, settings, http_client, files=files
+        db, agent_service, kb_select, data_sources, kb_service, settings, http_client, files=files
     )
     sql_context = SQLContext(
         projects=projects,
@@ -149,6 +150,7 @@ def build_services(
         data_sources=data_sources,
         files=files,
         search=search,
+        kb_select=kb_select,
         completions=completions,
         ingest=ingest,
         sources=query_sources,
@@ -181,6 +183,6 @@ def build_services(
         health=HealthService(db, shutdown),
         metrics=MetricsService(db),
         chat=ChatService(projects, agent_service, completions),
-        mcp=MCPService(projects, kb_service, search, data_sources, files),
+        mcp=MCPService(projects, kb_service, search, kb_select, data_sources, files),
         transfer=TransferService(db, box=box, max_inflated_bytes=settings.max_import_inflated_bytes),
     )

@@ -110,9 +110,15 @@ def parse_kb_statement(sql: str) -> ast.ASTNode:
 
 
 def parse_kb_select_ast(
-    select: ast.Select, default_project: str | None, *, params: Mapping[str, Any] | None = None
+    select: ast.Select,
+    default_project: str | None,
+    *,
+    params: Mapping[str, Any] | None = None,
+    where: bool = True,
 ) -> KBQuery:
-    """Like `parse_kb_select`, for a statement the caller has already parsed."""
+    """Like `parse_kb_select`, for a statement the caller has already parsed. `where=False` checks and reads
+    all but the WHERE (the KB, columns, LIMIT, OFFSET, ORDER BY), for an executor that runs the WHERE through
+    `kb_algebra`."""
     if not isinstance(select, ast.Select):
         kind = type(select).__name__.upper()
         raise BadRequest(f"Only SELECT queries are supported on a knowledge base, got {kind}")
@@ -127,7 +133,7 @@ def parse_kb_select_ast(
         if getattr(select, attr, None):
             raise BadRequest(f"{what} is not supported in a knowledge base query")
     project, kb, quals = _table(select.from_table, default_project)
-    return ConditionParser(quals, params or {}).build(select, project, kb)
+    return ConditionParser(quals, params or {}).build(select, project, kb, where=where)
 
 
 def condition_parser(
@@ -170,12 +176,12 @@ class ConditionParser:
         self.quals = sorted(quals, key=len, reverse=True)
         self.params = params
 
-    def build(self, s: ast.Select, project: str | None, kb: str) -> KBQuery:
+    def build(self, s: ast.Select, project: str | None, kb: str, *, where: bool = True) -> KBQuery:
         columns, names = self._targets(s.targets)
         return assemble(
             project,
             kb,
-            self._conditions(s.where),
+            self._conditions(s.where) if where else (),
             columns=columns,
             column_names=names,
             limit=_count("LIMIT", s.limit),

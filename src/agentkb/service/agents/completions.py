@@ -34,7 +34,7 @@ from agentkb.service.catalog.agents import AgentService
 from agentkb.service.catalog.data_sources import DataSourceService
 from agentkb.service.catalog.files import FileService
 from agentkb.service.catalog.knowledge_bases import KnowledgeBaseService
-from agentkb.service.retrieval.search import SearchService
+from agentkb.service.retrieval.kb_select import KBSelect
 from agentkb.settings import Settings
 from agentkb.storage import traces
 from agentkb.storage.agents import AgentRow
@@ -88,7 +88,7 @@ class CompletionService:
         self,
         db: Database,
         agents: AgentService,
-        search: SearchService,
+        kb_select: KBSelect,
         data_sources: DataSourceService,
         kb_service: KnowledgeBaseService,
         settings: Settings,
@@ -98,7 +98,7 @@ class CompletionService:
     ) -> None:
         self.db = db
         self.agents = agents
-        self.search = search
+        self.kb_select = kb_select  # the KB tools' SELECTs: the SQL endpoint's executor
         self.data_sources = data_sources
         self.kb_service = kb_service
         self.settings = settings
@@ -199,7 +199,7 @@ class CompletionService:
             project=project_name,
             knowledge_bases=list(agent.data.get("knowledge_bases") or []),
             tables=list(agent.data.get("tables") or []),
-            search=self.search,
+            search=self.kb_select,
             data_sources=self.data_sources,
             kb_service=self.kb_service,
             files=self.files,

@@ -21,6 +21,7 @@ from agentkb.service.catalog.files import FileService
 from agentkb.service.catalog.knowledge_bases import KnowledgeBaseService
 from agentkb.service.catalog.projects import ProjectService
 from agentkb.service.platform import access
+from agentkb.service.retrieval.kb_select import KBSelect
 from agentkb.service.retrieval.search import SearchService
 from agentkb.sql import pushdown
 from agentkb.sql.kbquery import strip_wrappers
@@ -56,12 +57,14 @@ class MCPService:
         projects: ProjectService,
         knowledge_bases: KnowledgeBaseService,
         search: SearchService,
+        kb_select: KBSelect,
         data_sources: DataSourceService,
         files: FileService,
     ) -> None:
         self.projects = projects
         self.knowledge_bases = knowledge_bases
         self.search = search
+        self.kb_select = kb_select
         self.data_sources = data_sources
         self.files = files
 
@@ -94,7 +97,7 @@ class MCPService:
             project=self.projects.default_project,
             knowledge_bases=[],
             tables=_tables_named(sql),
-            search=self.search,
+            search=self.kb_select,
             data_sources=self.data_sources,
             kb_service=self.knowledge_bases,
             files=self.files,

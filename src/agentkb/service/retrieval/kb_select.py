@@ -1,4 +1,6 @@
-"""`SELECT … FROM <kb>` on the SQL endpoint: MindsDB's KnowledgeBaseTable.select_query.
+"""`SELECT … FROM <kb>`: MindsDB's KnowledgeBaseTable.select_query, the one executor of KB SELECTs, for the SQL
+endpoint (`select`, rows) and the agents' `kb_query_tool` and `kb_info_tool` (`query`, hits, through the
+agents' `KBSearch` port).
 
 - The columns of `SELECT *`: `id, chunk_id, chunk_content, metadata, distance, relevance`; a KB whose chunks
   carry metadata (declared `metadata_columns`, or keys inserted) has them as columns too, MindsDB's order:
@@ -7,6 +9,8 @@
 - A filter on a key that is neither declared nor carried by any chunk answers `Column is not found: <k>`
   (keys starting with `_`, MindsDB's system keys, are always allowed).
 - The WHERE runs as one search when it can (the fast path), else through `kb_algebra`.
+- A listing (a search with no content text) with no LIMIT reads up to 10,000 rows on the SQL endpoint; an
+  agent's query passes a smaller `listing_limit`, its row cap.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from mindsdb_sql_parser import ast
 
 from agentkb.errors import BadRequest
 from agentkb.kb.search import COLUMNS, Hit
-from agentkb.service.retrieval.search import options_from_query
+from agentkb.service.retrieval.search import KnowledgeBaseGone, options_from_query
 from agentkb.sql import kb_algebra
 from agentkb.sql.kbquery import Condition, KBQuery, assemble, condition_parser, parse_kb_select_ast
 from agentkb.storage import chunk_search
@@ -81,6 +85,26 @@ class KBSelect:
             return columns, [row(h, columns) for h in hits]
         return list(shape.column_names or shape.columns), [row(h, shape.columns) for h in hits]
 
+    async def query(
+        self, statement: ast.Select, default_project: str, *, listing_limit: int | None = None
+    ) -> tuple[KBQuery, list[Hit]]:
+        """A KB SELECT naming its KB (the agents' tools): (its columns, LIMIT, OFFSET and ORDER BY, its hits).
+        The statement is checked first (a statement other than a SELECT is a 400); ORDER BY is read, not
+        applied: the hits come in search order."""
+        shape = parse_kb_select_ast(statement, default_project, where=False)
+        project = shape.project or default_project
+        kb = await self.search.cached_knowledge_base(project, shape.kb)
+        try:
+            hits = await self.hits(
+                kb, statement, default_project, None, shape.limit, shape.offset, listing_limit=listing_limit
+            )
+        except KnowledgeBaseGone:  # dropped (perhaps created again) by another process since it was cached
+            kb = await self.search.knowledge_base(project, shape.kb)
+            hits = await self.hits(
+                kb, statement, default_project, None, shape.limit, shape.offset, listing_limit=listing_limit
+            )
+        return shape, hits
+
     async def hits(
         self,
         kb: KnowledgeBaseRow,
@@ -89,6 +113,8 @@ class KBSelect:
         params: Mapping[str, Any] | None,
         limit: int | None,
         offset: int | None,
+        *,
+        listing_limit: int | None = None,
     ) -> list[Hit]:
         project, name, parser = condition_parser(select, db, params)
         tree = kb_algebra.condition_tree(select.where, parser)
@@ -96,19 +122,21 @@ class KBSelect:
         if kb_algebra.is_simple(tree):  # the fast path: one search
             conditions: tuple[Condition, ...] = () if tree is None else _flat(tree)
             query = assemble(project, name, conditions, limit=limit, offset=offset)
-            return await self._search(kb, query)
+            return await self._search(kb, query, listing_limit)
 
         async def search(call: kb_algebra.SearchCall) -> list[Hit]:
             content: tuple[Condition, ...] = () if call.content is None else (("content", "=", call.content),)
             query = assemble(project, name, (*content, *call.conditions), limit=call.limit)
             if call.disable_reranking:
                 query = replace(query, reranking=False)
-            return await self._search(kb, query)
+            return await self._search(kb, query, listing_limit)
 
         assert tree is not None
         return await kb_algebra.run(tree, search, limit, offset or 0)
 
-    async def _search(self, kb: KnowledgeBaseRow, query: KBQuery) -> list[Hit]:
+    async def _search(self, kb: KnowledgeBaseRow, query: KBQuery, listing_limit: int | None) -> list[Hit]:
+        if listing_limit is not None and query.content is None and query.limit is None:
+            query = replace(query, limit=listing_limit)
         return await self.search.search_kb(kb, options_from_query(query))
 
     async def _check_columns(self, kb: KnowledgeBaseRow, tree: kb_algebra.Tree | None) -> None:

@@ -1,5 +1,5 @@
-"""Searching a knowledge base's chunks: one executor for the HTTP search endpoint, the SQL
-endpoint and the agent's `kb_query_tool`."""
+"""Searching a knowledge base's chunks: the one search of the HTTP search endpoint, and of the KB SELECT
+executor (`kb_select`) that the SQL endpoint and the agents' `kb_query_tool` share."""
 
 from __future__ import annotations
 
@@ -340,14 +340,3 @@ class SearchService:
         return KnowledgeBaseGone(
             f"Knowledge Base with name {kb.name} does not exist", title="Knowledge Base not found"
         )
-
-    async def query(self, query: KBQuery, default_project: str) -> tuple[KnowledgeBaseRow, list[Hit]]:
-        project = query.project or default_project
-        kb = await self.cached_knowledge_base(project, query.kb)
-        options = options_from_query(query)
-        try:
-            hits = await self.search_kb(kb, options)
-        except KnowledgeBaseGone:
-            kb = await self.knowledge_base(project, query.kb)
-            hits = await self.search_kb(kb, options)
-        return self.latest(kb), hits

@@ -11,7 +11,6 @@ from mindsdb_sql_parser import ast
 
 from agentkb.errors import BadRequest, NotFound
 from agentkb.service.catalog.knowledge_bases import VECTOR_DATABASE
-from agentkb.service.retrieval.kb_select import KBSelect
 from agentkb.service.sql.agents import AgentStatements
 from agentkb.service.sql.queries import QUERY_COLUMNS, SQLQueries
 from agentkb.service.sql.result import Result, jsonable, table
@@ -27,6 +26,7 @@ if TYPE_CHECKING:
     from agentkb.service.catalog.projects import ProjectService
     from agentkb.service.ingest.query_sources import QuerySources
     from agentkb.service.ingest.service import IngestService
+    from agentkb.service.retrieval.kb_select import KBSelect
     from agentkb.service.retrieval.search import SearchService
 
 MAX_PUSHDOWN_ROWS = 10_000
@@ -45,6 +45,7 @@ class SQLContext:
         data_sources: DataSourceService,
         files: FileService,
         search: SearchService,
+        kb_select: KBSelect,
         completions: CompletionService,
         ingest: IngestService,
         sources: QuerySources,
@@ -57,11 +58,11 @@ class SQLContext:
         self.data_sources = data_sources
         self.files = files
         self.search = search
+        self.kb_select = kb_select  # KB SELECTs, shared with the agents' KB tools
         self.completions = completions
         self.ingest = ingest
         self.sources = sources  # an insert's SELECT: uploaded files or a data source
         self.autobatch = autobatch  # partition inserts whose source has the KB's id column
-        self.kb_select = KBSelect(search)
         self.agent_sql = AgentStatements(agents=agents, completions=completions)
         self.queries = SQLQueries(ingest)
 
