@@ -165,7 +165,6 @@ def main(argv: list[str]) -> None:
             "per_question_found_share": float(np.mean([r["doc_found"] for r in run["results"]])),
             "table": table,
         },
-        variant="quick" if args.quick else None,
     )
 
 

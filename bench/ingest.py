@@ -347,7 +347,6 @@ def main(argv: list[str]) -> None:
             "profiles": profiles_out,
             "table": table,
         },
-        variant="quick" if args.quick else None,
     )
 
 

@@ -507,7 +507,6 @@ def main(argv: list[str]) -> None:
                 "throughput over the peer's."
             ),
         },
-        variant="quick" if args.quick else None,
     )
 
 

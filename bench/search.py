@@ -351,7 +351,6 @@ def main(argv: list[str]) -> None:
             "table": table,
             "profile": str(profile) if profile else None,
         },
-        variant="quick" if args.quick else None,
     )
 
 
