@@ -551,15 +551,14 @@ class TestAgent(MindsDBTestBase):
               prompt_template='important user instruction №42'
          """)
 
-    def test_agent_new_syntax(self) -> None:
-        """Origin: test_agent_new_syntax, up to "ALTER AGENT" (MindsDB @v25.14.1)."""
-        self._new_syntax_setup()
-
+    def _check_exposure(self, exposed: int, hidden: int, api_key: str, model: str, prompt: str) -> None:
+        """Asks my_agent about kb{exposed}/file{exposed} (which it must see) and kb{hidden}/file{hidden} (which
+        it must not), then checks the model params, the answer and the prompt template of the last call."""
         # exposed
         self.set_openai_completion(
             [
-                _action("kb_info_tool", "kb1"),
-                _action("sql_db_schema", "files.file1"),
+                _action("kb_info_tool", f"kb{exposed}"),
+                _action("sql_db_schema", f"files.file{exposed}"),
                 "Hi!",
             ],
         )
@@ -571,25 +570,30 @@ class TestAgent(MindsDBTestBase):
         # not exposed
         self.set_openai_completion(
             [
-                _action("kb_info_tool", "kb2"),
-                _action("sql_db_schema", "files.file2"),
+                _action("kb_info_tool", f"kb{hidden}"),
+                _action("sql_db_schema", f"files.file{hidden}"),
                 "Hi!",
             ],
         )
         ret = self.run_sql("select * from my_agent where question = 'test'")
         calls = agent_calls(self.llm)
-        assert "kb2 not found" in calls[1]
-        assert "file2 not found" in calls[2]
+        assert f"kb{hidden} not found" in calls[1]
+        assert f"file{hidden} not found" in calls[2]
 
         # check model params
-        assert self.llm.requests[-1].headers["authorization"] == "Bearer -secret-"
-        assert self.llm.requests[-1].body["model"] == "gpt-42"
+        assert self.llm.requests[-1].headers["authorization"] == f"Bearer {api_key}"
+        assert self.llm.requests[-1].body["model"] == model
 
         # check agent response
         assert "Hi!" in ret.answer[0]
 
         # check prompt template
-        assert "important user instruction №42" in calls[0]
+        assert prompt in calls[0]
+
+    def test_agent_new_syntax(self) -> None:
+        """Origin: test_agent_new_syntax, up to "ALTER AGENT" (MindsDB @v25.14.1)."""
+        self._new_syntax_setup()
+        self._check_exposure(1, 2, "-secret-", "gpt-42", "important user instruction №42")
 
     def test_agent_new_syntax__alter_agent(self) -> None:
         """Origin: test_agent_new_syntax, section "ALTER AGENT" (MindsDB @v25.14.1)."""
@@ -611,42 +615,7 @@ class TestAgent(MindsDBTestBase):
               }},
               prompt_template='important system prompt №37'
         """)
-
-        # check exposed
-        self.set_openai_completion(
-            [
-                _action("kb_info_tool", "kb2"),
-                _action("sql_db_schema", "files.file2"),
-                "Hi!",
-            ],
-        )
-        self.run_sql("select * from my_agent where question = 'test'")
-        calls = agent_calls(self.llm)
-        assert "Jupiter" in calls[1]
-        assert "Jupiter" in calls[2]  # column
-
-        # not exposed
-        self.set_openai_completion(
-            [
-                _action("kb_info_tool", "kb1"),
-                _action("sql_db_schema", "files.file1"),
-                "Hi!",
-            ],
-        )
-        ret = self.run_sql("select * from my_agent where question = 'test'")
-        calls = agent_calls(self.llm)
-        assert "kb1 not found" in calls[1]
-        assert "file1 not found" in calls[2]
-
-        # check model params
-        assert self.llm.requests[-1].headers["authorization"] == "Bearer -almost secret-"
-        assert self.llm.requests[-1].body["model"] == "gpt-18"
-
-        # check agent response
-        assert "Hi!" in ret.answer[0]
-
-        # check prompt template
-        assert "important system prompt №37" in calls[0]
+        self._check_exposure(2, 1, "-almost secret-", "gpt-18", "important system prompt №37")
 
     def test_agent_accept_wrong_quoting(self) -> None:
         """Origin: test_agent_accept_wrong_quoting (MindsDB @v25.14.1)."""

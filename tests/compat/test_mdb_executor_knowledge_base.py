@@ -21,7 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -955,67 +955,49 @@ class TestKBSelectAndParams(BaseTestKB):
             columns=["Product_ID", "Product_Name", "Description", "Category", "Price"],
         )
 
-        self.save_file("oracle_products", df)
+        # the same products under mixed case, uppercase and lowercase source column names
+        cases: list[tuple[str, Callable[[str], str], str, str]] = [
+            (
+                "mixedcase",
+                str,
+                "select `Category` from kb_oracle_mixedcase  where `Category` = 'Home'",
+                "Home",
+            ),
+            (
+                "uppercase",
+                str.upper,
+                "select * from kb_oracle_uppercase where `CATEGORY` = 'Electronics'",
+                "Electronics",
+            ),
+            (
+                "lowercase",
+                str.lower,
+                "select category from kb_oracle_lowercase where category = 'Home'",
+                "Home",
+            ),
+        ]
+        columns = list(df.columns)
+        for i, (case, rename, query, category) in enumerate(cases):
+            if i:
+                self.run_sql("drop table files.oracle_products")
+            df.columns = [rename(c) for c in columns]
+            self.save_file("oracle_products", df)
 
-        # -- mixed case source columns
-        self._create_kb(
-            "kb_oracle_mixedcase",
-            content_columns=["Product_Name", "Description"],
-            id_column="Product_ID",
-            metadata_columns=["Category", "Price"],
-        )
-        self.run_sql(
-            """
-            insert into kb_oracle_mixedcase
-            select * from files.oracle_products
-            """
-        )
-        ret = self.run_sql("select `Category` from kb_oracle_mixedcase  where `Category` = 'Home'")
-        assert len(ret) == 2
-        assert ret["Category"][0] == "Home"
-
-        # -- uppercase source columns
-        df.columns = df.columns.str.upper()
-        self.run_sql("drop table files.oracle_products")
-        self.save_file("oracle_products", df)
-
-        self._create_kb(
-            "kb_oracle_uppercase",
-            content_columns=["PRODUCT_NAME", "DESCRIPTION"],
-            id_column="PRODUCT_ID",
-            metadata_columns=["CATEGORY", "PRICE"],
-        )
-        self.run_sql(
-            """
-            insert into kb_oracle_uppercase
-            select * from files.oracle_products
-            """
-        )
-
-        ret = self.run_sql("select * from kb_oracle_uppercase where `CATEGORY` = 'Electronics'")
-        assert len(ret) == 2
-        assert ret["CATEGORY"][0] == "Electronics"
-
-        # -- lowercase source columns
-        df.columns = df.columns.str.lower()
-        self.run_sql("drop table files.oracle_products")
-        self.save_file("oracle_products", df)
-
-        self._create_kb(
-            "kb_oracle_lowercase",
-            content_columns=["product_name", "description"],
-            id_column="product_id",
-            metadata_columns=["category", "price"],
-        )
-        self.run_sql(
-            """
-            insert into kb_oracle_lowercase
-            select * from files.oracle_products
-        """
-        )
-        ret = self.run_sql("select category from kb_oracle_lowercase where category = 'Home'")
-        assert len(ret) == 2
-        assert ret["category"][0] == "Home"
+            self._create_kb(
+                f"kb_oracle_{case}",
+                content_columns=[rename("Product_Name"), rename("Description")],
+                id_column=rename("Product_ID"),
+                metadata_columns=[rename("Category"), rename("Price")],
+            )
+            self.run_sql(
+                f"""
+                insert into kb_oracle_{case}
+                select * from files.oracle_products
+                """
+            )
+            ret = self.run_sql(query)
+            assert len(ret) == 2
+            assert ret[rename("Category")][0] == category
 
     def test_duplicated_ids(self) -> None:
         """Origin: test_duplicated_ids (MindsDB @v26.1.0)."""
