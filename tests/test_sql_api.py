@@ -8,24 +8,9 @@ from typing import Any
 import httpx
 
 from tests import externals
-
-
-def sql(client: httpx.Client, query: str, db: str = "mindsdb") -> dict[str, Any]:
-    r = client.post("/api/sql/query", json={"query": query, "context": {"db": db}})
-    assert r.status_code == 200, r.text
-    return r.json()  # type: ignore[no-any-return]
-
-
-def table(client: httpx.Client, query: str, db: str = "mindsdb") -> list[dict[str, Any]]:
-    answer = sql(client, query, db)
-    assert answer["type"] == "table", answer
-    return [dict(zip(answer["column_names"], row, strict=False)) for row in answer["data"]]
-
-
-def ok(client: httpx.Client, query: str, db: str = "mindsdb") -> dict[str, Any]:
-    answer = sql(client, query, db)
-    assert answer["type"] == "ok", answer
-    return answer
+from tests.helpers import sql
+from tests.helpers import sql_ok as ok
+from tests.helpers import sql_rows as table
 
 
 def test_sdk_catalog_queries(client: httpx.Client, unique: str, pg_source: dict[str, Any]) -> None:

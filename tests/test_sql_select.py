@@ -11,6 +11,9 @@ import httpx
 import pytest
 
 from tests import externals
+from tests.helpers import sql
+from tests.helpers import sql_error as error
+from tests.helpers import sql_rows as rows
 
 FRUIT = [
     (1, "Apples are crisp red fruit from orchards.", "red", "big"),
@@ -18,24 +21,6 @@ FRUIT = [
     (3, "Blueberries are tiny blue berries.", "blue", "small"),
     (4, "Plums are purple or blue stone fruit.", "blue", "big"),
 ]
-
-
-def sql(client: httpx.Client, query: str, db: str = "mindsdb") -> dict[str, Any]:
-    r = client.post("/api/sql/query", json={"query": query, "context": {"db": db}})
-    assert r.status_code == 200, r.text
-    return r.json()  # type: ignore[no-any-return]
-
-
-def rows(client: httpx.Client, query: str, db: str = "mindsdb") -> list[dict[str, Any]]:
-    answer = sql(client, query, db)
-    assert answer["type"] == "table", answer
-    return [dict(zip(answer["column_names"], row, strict=True)) for row in answer["data"]]
-
-
-def error(client: httpx.Client, query: str) -> str:
-    answer = sql(client, query)
-    assert answer["type"] == "error", answer
-    return str(answer["error_message"])
 
 
 @pytest.fixture(scope="module")
