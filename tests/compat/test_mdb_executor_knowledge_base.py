@@ -520,10 +520,19 @@ class TestKBAlgebra(BaseTestKB):
         for content in ret["chunk_content"]:
             assert "white" in content
 
+    def _assert_green_big_white_small(self, query: str) -> None:
+        """Runs `query`: every green chunk it finds must be big, every other one small."""
+        ret = self.run_sql(query)
+        for content in ret["chunk_content"]:
+            if "green" in content:
+                assert "big" in content
+            else:
+                assert "small" in content
+
     def test_kb_algebra__or(self) -> None:
         """Section "using OR"."""
         self._items_kb()
-        ret = self.run_sql(
+        self._assert_green_big_white_small(
             """
            select * from kb_alg where
                (content like 'green' and size='big')
@@ -532,11 +541,6 @@ class TestKBAlgebra(BaseTestKB):
            limit 3
         """
         )
-        for content in ret["chunk_content"]:
-            if "green" in content:
-                assert "big" in content
-            else:
-                assert "small" in content
 
     def test_kb_algebra__between_and_less_than(self) -> None:
         """Section "using between and less than"."""
@@ -557,7 +561,7 @@ class TestKBAlgebra(BaseTestKB):
     def test_kb_algebra__chunk_content_like(self) -> None:
         """Section "chunk_content and '%'"."""
         self._items_kb()
-        ret = self.run_sql(
+        self._assert_green_big_white_small(
             """
            select * from kb_alg where
                (chunk_content like '%green%' and size='big')
@@ -566,11 +570,6 @@ class TestKBAlgebra(BaseTestKB):
            limit 3
         """
         )
-        for content in ret["chunk_content"]:
-            if "green" in content:
-                assert "big" in content
-            else:
-                assert "small" in content
 
     def test_kb_algebra__metadata_like(self) -> None:
         """Section "metadata: like, not like"."""
