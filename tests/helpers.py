@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{6}$")
 RECORD_KEYS = {"id", "name", "project_id", "created_at", "updated_at", "data", "model", "prompt_template"}
+# the columns a knowledge base's `SELECT *` answers first, in MindsDB's order (then metadata columns, `metadata`)
+KB_SELECT_COLUMNS = ["id", "chunk_id", "chunk_content", "distance", "relevance"]
 ANIMAL_ROWS = [
     {"id": 1, "content": "The cheetah is the fastest land animal, reaching 110 km/h in short bursts."},
     {"id": 2, "content": "Emperor penguins huddle together to survive the Antarctic winter."},

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests import externals
-from tests.helpers import sql
+from tests.helpers import KB_SELECT_COLUMNS, sql
 from tests.helpers import sql_error as error
 from tests.helpers import sql_rows as rows
 
@@ -60,16 +60,7 @@ def world(base_url: str, pg_source: dict[str, Any]) -> Iterator[dict[str, str]]:
 
 def test_select_star_has_the_metadata_columns(client: httpx.Client, world: dict[str, str]) -> None:
     answer = sql(client, f"SELECT * FROM {world['kb']} WHERE id = 1")
-    assert answer["column_names"] == [
-        "id",
-        "chunk_id",
-        "chunk_content",
-        "distance",
-        "relevance",
-        "color",
-        "size",
-        "metadata",
-    ]
+    assert answer["column_names"] == [*KB_SELECT_COLUMNS, "color", "size", "metadata"]
     row = dict(zip(answer["column_names"], answer["data"][0], strict=True))
     assert (row["color"], row["size"], row["metadata"]["color"]) == ("red", "big", "red")
     picked = rows(client, f"SELECT id AS i, metadata->>'color' AS c FROM {world['kb']} WHERE id = 2")
