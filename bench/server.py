@@ -104,16 +104,21 @@ def agentkb_server(
             time.sleep(0.05)
         yield base
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop(proc)
         log.close()
         if temp is not None:
             shutil.rmtree(temp, ignore_errors=True)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """Ends `proc` if it still runs: SIGTERM, then a kill if it has not exited within 60 s."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def _tail(path: Path, lines: int = 40) -> str:

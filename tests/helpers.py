@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import threading
+import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -12,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from sqlalchemy import text
 
+from agentkb.cli.server import GracefulServer
 from agentkb.storage import chunks, vector_index
 from agentkb.storage.db import Database
 from tests.conftest import ServedApp
@@ -22,6 +26,8 @@ if TYPE_CHECKING:
 
 TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{6}$")
 RECORD_KEYS = {"id", "name", "project_id", "created_at", "updated_at", "data", "model", "prompt_template"}
+# the columns a knowledge base's `SELECT *` answers first, in MindsDB's order (then metadata columns, `metadata`)
+KB_SELECT_COLUMNS = ["id", "chunk_id", "chunk_content", "distance", "relevance"]
 ANIMAL_ROWS = [
     {"id": 1, "content": "The cheetah is the fastest land animal, reaching 110 km/h in short bursts."},
     {"id": 2, "content": "Emperor penguins huddle together to survive the Antarctic winter."},
@@ -36,6 +42,74 @@ def assert_problem(response: httpx.Response, status: int) -> dict[str, str]:
     assert isinstance(body["title"], str) and body["title"]
     assert isinstance(body["detail"], str) and body["detail"]
     return body  # type: ignore[no-any-return]
+
+
+class Graceful(ServedApp):
+    """agentkb in a thread, stopped by the server's own shutdown path (`should_exit`, as a signal sets it)."""
+
+    def __init__(self, settings: Any) -> None:
+        super().__init__(settings)
+        config = self.uvicorn.server.config
+        self.uvicorn.server = GracefulServer(config, config.app.state.shutdown, grace_s=10)
+        self.uvicorn.thread = threading.Thread(target=self.uvicorn.server.run, daemon=True)
+
+
+def wait_serving(proc: subprocess.Popen[bytes], url: str, timeout: float, exited: Callable[[], str]) -> None:
+    """Waits until GET `url` answers 200; fails with `exited()` if `proc` ends first, or after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        assert proc.poll() is None, exited()
+        try:
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline, "server did not start"
+        time.sleep(0.1)
+
+
+def sql(client: httpx.Client, query: str, db: str = "mindsdb") -> dict[str, Any]:
+    """The answer of `POST /api/sql/query` to `query`, run in the database `db`."""
+    r = client.post("/api/sql/query", json={"query": query, "context": {"db": db}})
+    assert r.status_code == 200, r.text
+    return r.json()  # type: ignore[no-any-return]
+
+
+def sql_rows(client: httpx.Client, query: str, db: str = "mindsdb") -> list[dict[str, Any]]:
+    """The rows of the table `query` answers, each as a dict of column name to value."""
+    answer = sql(client, query, db)
+    assert answer["type"] == "table", answer
+    return [dict(zip(answer["column_names"], row, strict=True)) for row in answer["data"]]
+
+
+def sql_ok(client: httpx.Client, query: str, db: str = "mindsdb") -> dict[str, Any]:
+    """The answer to `query`, which must be `ok`."""
+    answer = sql(client, query, db)
+    assert answer["type"] == "ok", answer
+    return answer
+
+
+def sql_error(client: httpx.Client, query: str, db: str = "mindsdb") -> str:
+    """The error message of the answer to `query`, which must be an error."""
+    answer = sql(client, query, db)
+    assert answer["type"] == "error", answer
+    return str(answer["error_message"])
+
+
+def export_header(name: str, embedding_model: dict[str, Any]) -> dict[str, Any]:
+    """The header record of a knowledge-base export file for the KB `name` (3-dimensional vectors)."""
+    return {
+        "type": "header",
+        "format": "agentkb-kb-export",
+        "version": 1,
+        "knowledge_base": {
+            "name": name,
+            "embedding_model": embedding_model,
+            "params": {},
+            "vector_dim": 3,
+        },
+        "secrets_omitted": [],
+    }
 
 
 def stub_kb(client: httpx.Client, name: str, stub: OpenAIStub, project: str = "mindsdb") -> None:

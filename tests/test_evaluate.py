@@ -276,33 +276,15 @@ def agentkb(*args: str) -> subprocess.CompletedProcess[str]:
 def test_cli(client: httpx.Client, kb: str, unique: str, base_url: str, tmp_path: Path) -> None:
     questions = tmp_path / "qa.csv"
     questions.write_text("question,doc_id\n" + "".join(f'"{c}",{i}\n' for i, c in DOCS.items()))
-    run = agentkb(
-        "evaluate",
-        kb,
-        "--server",
-        base_url,
-        "--test-table",
-        f"files.qa_{unique}",
-        "--questions",
-        str(questions),
-    )
+    evaluate = ["evaluate", kb, "--server", base_url, "--test-table", f"files.qa_{unique}"]
+    run = agentkb(*evaluate, "--questions", str(questions))
     assert run.returncode == 0, run.stderr
     assert f"of {kb} (doc_id)" in run.stdout and "total_found" in run.stdout
     assert re.search(r"│ 1\s+│ 1\.0000\s+│ 1\.0000\s+│ 1\.0000\s+│", run.stdout), (
         run.stdout
     )  # hit, recall, mrr at 1
     # uploading again replaces the file
-    again = agentkb(
-        "evaluate",
-        kb,
-        "--server",
-        base_url,
-        "--test-table",
-        f"files.qa_{unique}",
-        "--questions",
-        str(questions),
-        "--json",
-    )
+    again = agentkb(*evaluate, "--questions", str(questions), "--json")
     assert again.returncode == 0, again.stderr
     run_id = json.loads(again.stdout)["evaluation"]["id"]
     listed = agentkb("evaluate", kb, "--server", base_url, "--list", "--json")

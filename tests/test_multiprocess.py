@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 import psutil
 
+from bench.server import stop
 from tests.conftest import free_port
 from tests.openai_stub import OpenAIStub
 from tests.test_serve_restart import _postgres_running
@@ -116,7 +117,7 @@ class Processes:
                 stderr=subprocess.STDOUT,
             )
         self.logs[proc.pid] = log
-        self.stack.callback(_stop, proc)
+        self.stack.callback(stop, proc)
         return proc
 
     def serve(self) -> str:
@@ -131,16 +132,6 @@ class Processes:
 
     def log_text(self) -> str:
         return "".join(path.read_text(errors="replace") for path in self.logs.values() if path.exists())
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def _wait_ready(proc: subprocess.Popen[bytes], url: str, log: Path) -> None:

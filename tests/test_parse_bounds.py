@@ -18,6 +18,7 @@ import orjson
 import pytest
 
 from tests.conftest import ServedApp
+from tests.helpers import export_header
 from tests.ingest.fixtures import make_docx, make_pptx, make_xlsx
 from tests.openai_stub import OpenAIStub
 
@@ -217,18 +218,7 @@ def test_a_parse_past_its_time_budget_is_abandoned(
 
 def test_import_file_bomb(small: httpx.Client, unique: str) -> None:
     name = f"imported_{unique}"
-    header = {
-        "type": "header",
-        "format": "agentkb-kb-export",
-        "version": 1,
-        "knowledge_base": {
-            "name": name,
-            "embedding_model": {"provider": "local"},
-            "params": {},
-            "vector_dim": 3,
-        },
-        "secrets_omitted": [],
-    }
+    header = export_header(name, {"provider": "local"})
     chunk = {"type": "chunk", "doc_id": "d", "content": "x" * 1000, "content_hash": "h", "metadata": {}}
     lines = [orjson.dumps(header)]
     lines += [

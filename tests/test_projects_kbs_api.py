@@ -104,6 +104,14 @@ def _indexes(pg_url: str, table: str) -> dict[str, str]:
     return {name: definition for name, definition in rows}
 
 
+def _kb_with_two_rows(client: httpx.Client, kbs: str, name: str) -> tuple[str, list[dict[str, Any]]]:
+    """Creates the knowledge base `name` under `kbs` holding two rows; its chunk table and the rows."""
+    table = client.post(kbs, json={"knowledge_base": {"name": name}}).json()["vector_database_table"]
+    rows = [{"id": 1, "content": "the fuser unit overheated"}, {"id": 2, "content": "paper jam at the rear"}]
+    assert client.put(f"{kbs}/{name}", json={"knowledge_base": {"rows": rows}}).status_code == 200
+    return str(table), rows
+
+
 def test_migration_drops_the_full_text_column(client: httpx.Client, unique: str, pg_url: str) -> None:
     """Chunk tables made before 0013 had a generated `tsv` column and its GIN index: upgrading drops both
     and keeps the rows (searched as before)."""
@@ -111,9 +119,7 @@ def test_migration_drops_the_full_text_column(client: httpx.Client, unique: str,
 
     name = f"kb_{unique}"
     kbs = "/api/projects/mindsdb/knowledge_bases"
-    table = client.post(kbs, json={"knowledge_base": {"name": name}}).json()["vector_database_table"]
-    rows = [{"id": 1, "content": "the fuser unit overheated"}, {"id": 2, "content": "paper jam at the rear"}]
-    assert client.put(f"{kbs}/{name}", json={"knowledge_base": {"rows": rows}}).status_code == 200
+    table, rows = _kb_with_two_rows(client, kbs, name)
     with psycopg.connect(pg_url, autocommit=True) as conn:
         (head,) = conn.execute("SELECT version_num FROM alembic_version").fetchone() or ("",)
         conn.execute(
@@ -142,9 +148,7 @@ def test_migration_adds_document_fingerprints(client: httpx.Client, unique: str,
 
     name = f"kb_{unique}"
     kbs = "/api/projects/mindsdb/knowledge_bases"
-    table = client.post(kbs, json={"knowledge_base": {"name": name}}).json()["vector_database_table"]
-    rows = [{"id": 1, "content": "the fuser unit overheated"}, {"id": 2, "content": "paper jam at the rear"}]
-    assert client.put(f"{kbs}/{name}", json={"knowledge_base": {"rows": rows}}).status_code == 200
+    table, rows = _kb_with_two_rows(client, kbs, name)
     with psycopg.connect(pg_url, autocommit=True) as conn:
         (head,) = conn.execute("SELECT version_num FROM alembic_version").fetchone() or ("",)
         conn.execute(f"ALTER TABLE {table} DROP COLUMN doc_fingerprint")
@@ -171,9 +175,7 @@ def test_migration_keeps_chunk_rows_whole(client: httpx.Client, unique: str, pg_
 
     name = f"kb_{unique}"
     kbs = "/api/projects/mindsdb/knowledge_bases"
-    table = client.post(kbs, json={"knowledge_base": {"name": name}}).json()["vector_database_table"]
-    rows = [{"id": 1, "content": "the fuser unit overheated"}, {"id": 2, "content": "paper jam at the rear"}]
-    assert client.put(f"{kbs}/{name}", json={"knowledge_base": {"rows": rows}}).status_code == 200
+    table, rows = _kb_with_two_rows(client, kbs, name)
     options = "SELECT reloptions FROM pg_class WHERE oid = %s::regclass"
     with psycopg.connect(pg_url, autocommit=True) as conn:
         (head,) = conn.execute("SELECT version_num FROM alembic_version").fetchone() or ("",)

@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,6 +14,7 @@ import httpx
 import psutil
 
 from tests.conftest import free_port
+from tests.helpers import wait_serving
 
 
 @contextmanager
@@ -28,16 +28,12 @@ def serve(data_dir: Path, port: int, env: dict[str, str] | None = None) -> Itera
         stderr=subprocess.PIPE,
     )
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/api/status", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "server did not start"
-            time.sleep(0.1)
+        wait_serving(
+            proc,
+            f"http://127.0.0.1:{port}/api/status",
+            60,
+            lambda: proc.stderr.read().decode() if proc.stderr else "",
+        )
         yield proc
     finally:
         if proc.poll() is None:

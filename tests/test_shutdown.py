@@ -23,7 +23,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import ServedApp, free_port
+from tests.conftest import free_port
+from tests.helpers import Graceful, wait_serving
 from tests.openai_stub import OpenAIStub, text
 from tests.test_serve_restart import _postgres_running
 
@@ -66,18 +67,12 @@ def _start(args: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[
 def serve(data_dir: Path, port: int, log: Path, **env: str) -> Iterator[subprocess.Popen[bytes]]:
     proc = _start(["serve", "--data-dir", str(data_dir), "--port", str(port)], log, _env(**env))
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            assert proc.poll() is None, (
-                f"server exited at start-up ({proc.returncode}):\n{log.read_text()[-4000:]}"
-            )
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "server did not start"
-            time.sleep(0.1)
+        wait_serving(
+            proc,
+            f"http://127.0.0.1:{port}/health",
+            90,
+            lambda: f"server exited at start-up ({proc.returncode}):\n{log.read_text()[-4000:]}",
+        )
         yield proc
     finally:
         if proc.poll() is None:
@@ -263,15 +258,6 @@ def test_worker_sigterm_hands_its_job_back(tmp_path: Path) -> None:
 
 def test_shutdown_ends_an_agent_stream_with_an_error_and_end(settings: Any) -> None:
     """The server's own shutdown path (uvicorn's `should_exit`, as a signal sets it), in a thread."""
-    from agentkb.cli.server import GracefulServer
-
-    class Graceful(ServedApp):
-        def __init__(self, settings: Any) -> None:
-            super().__init__(settings)
-            config = self.uvicorn.server.config
-            self.uvicorn.server = GracefulServer(config, config.app.state.shutdown, grace_s=10)
-            self.uvicorn.thread = threading.Thread(target=self.uvicorn.server.run, daemon=True)
-
     app_settings = settings.model_copy(update={"worker_enabled": False})
     with (
         OpenAIStub() as llm,

@@ -8,24 +8,9 @@ from typing import Any
 import httpx
 
 from tests import externals
-
-
-def sql(client: httpx.Client, query: str, db: str = "mindsdb") -> dict[str, Any]:
-    r = client.post("/api/sql/query", json={"query": query, "context": {"db": db}})
-    assert r.status_code == 200, r.text
-    return r.json()  # type: ignore[no-any-return]
-
-
-def table(client: httpx.Client, query: str, db: str = "mindsdb") -> list[dict[str, Any]]:
-    answer = sql(client, query, db)
-    assert answer["type"] == "table", answer
-    return [dict(zip(answer["column_names"], row, strict=False)) for row in answer["data"]]
-
-
-def ok(client: httpx.Client, query: str, db: str = "mindsdb") -> dict[str, Any]:
-    answer = sql(client, query, db)
-    assert answer["type"] == "ok", answer
-    return answer
+from tests.helpers import KB_SELECT_COLUMNS, sql
+from tests.helpers import sql_ok as ok
+from tests.helpers import sql_rows as table
 
 
 def test_sdk_catalog_queries(client: httpx.Client, unique: str, pg_source: dict[str, Any]) -> None:
@@ -68,15 +53,7 @@ def test_kb_lifecycle_in_sql(client: httpx.Client, unique: str) -> None:
     )
     answer = sql(client, f"SELECT * FROM mindsdb.{kb} WHERE content = 'ocean animals singing' LIMIT 10")
     # MindsDB's order: the declared metadata columns come as columns too, before `metadata`
-    assert answer["column_names"] == [
-        "id",
-        "chunk_id",
-        "chunk_content",
-        "distance",
-        "relevance",
-        "topic",
-        "metadata",
-    ]
+    assert answer["column_names"] == [*KB_SELECT_COLUMNS, "topic", "metadata"]
     hits = [dict(zip(answer["column_names"], row, strict=True)) for row in answer["data"]]
     assert hits[0]["id"] == 1 and hits[0]["topic"] == "sea"
     assert hits[0]["metadata"]["topic"] == "sea"

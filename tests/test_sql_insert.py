@@ -21,7 +21,10 @@ from sqlalchemy.engine import make_url
 
 from tests import externals
 from tests.conftest import ServedApp
-from tests.helpers import stub_kb
+from tests.helpers import sql, stub_kb
+from tests.helpers import sql_error as error
+from tests.helpers import sql_ok as ok
+from tests.helpers import sql_rows as table
 from tests.openai_stub import OpenAIStub, stub_vector
 
 P = "/api/projects/mindsdb"
@@ -31,30 +34,6 @@ RERANKER = {
     "api_key": "rr-key",
     "base_url": "http://127.0.0.1:9/v1",
 }
-
-
-def sql(client: httpx.Client, query: str, db: str = "mindsdb") -> dict[str, Any]:
-    r = client.post("/api/sql/query", json={"query": query, "context": {"db": db}})
-    assert r.status_code == 200, r.text
-    return r.json()  # type: ignore[no-any-return]
-
-
-def table(client: httpx.Client, query: str, db: str = "mindsdb") -> list[dict[str, Any]]:
-    answer = sql(client, query, db)
-    assert answer["type"] == "table", answer
-    return [dict(zip(answer["column_names"], row, strict=True)) for row in answer["data"]]
-
-
-def ok(client: httpx.Client, query: str, db: str = "mindsdb") -> dict[str, Any]:
-    answer = sql(client, query, db)
-    assert answer["type"] == "ok", answer
-    return answer
-
-
-def error(client: httpx.Client, query: str, db: str = "mindsdb") -> str:
-    answer = sql(client, query, db)
-    assert answer["type"] == "error", answer
-    return str(answer["error_message"])
 
 
 def upload_csv(client: httpx.Client, name: str, rows: list[tuple[Any, ...]], header: str) -> None:

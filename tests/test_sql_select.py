@@ -11,6 +11,9 @@ import httpx
 import pytest
 
 from tests import externals
+from tests.helpers import KB_SELECT_COLUMNS, sql
+from tests.helpers import sql_error as error
+from tests.helpers import sql_rows as rows
 
 FRUIT = [
     (1, "Apples are crisp red fruit from orchards.", "red", "big"),
@@ -18,24 +21,6 @@ FRUIT = [
     (3, "Blueberries are tiny blue berries.", "blue", "small"),
     (4, "Plums are purple or blue stone fruit.", "blue", "big"),
 ]
-
-
-def sql(client: httpx.Client, query: str, db: str = "mindsdb") -> dict[str, Any]:
-    r = client.post("/api/sql/query", json={"query": query, "context": {"db": db}})
-    assert r.status_code == 200, r.text
-    return r.json()  # type: ignore[no-any-return]
-
-
-def rows(client: httpx.Client, query: str, db: str = "mindsdb") -> list[dict[str, Any]]:
-    answer = sql(client, query, db)
-    assert answer["type"] == "table", answer
-    return [dict(zip(answer["column_names"], row, strict=True)) for row in answer["data"]]
-
-
-def error(client: httpx.Client, query: str) -> str:
-    answer = sql(client, query)
-    assert answer["type"] == "error", answer
-    return str(answer["error_message"])
 
 
 @pytest.fixture(scope="module")
@@ -75,16 +60,7 @@ def world(base_url: str, pg_source: dict[str, Any]) -> Iterator[dict[str, str]]:
 
 def test_select_star_has_the_metadata_columns(client: httpx.Client, world: dict[str, str]) -> None:
     answer = sql(client, f"SELECT * FROM {world['kb']} WHERE id = 1")
-    assert answer["column_names"] == [
-        "id",
-        "chunk_id",
-        "chunk_content",
-        "distance",
-        "relevance",
-        "color",
-        "size",
-        "metadata",
-    ]
+    assert answer["column_names"] == [*KB_SELECT_COLUMNS, "color", "size", "metadata"]
     row = dict(zip(answer["column_names"], answer["data"][0], strict=True))
     assert (row["color"], row["size"], row["metadata"]["color"]) == ("red", "big", "red")
     picked = rows(client, f"SELECT id AS i, metadata->>'color' AS c FROM {world['kb']} WHERE id = 2")

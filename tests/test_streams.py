@@ -10,31 +10,19 @@ from __future__ import annotations
 import json
 import os
 import re
-import threading
 from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import Any
 
 import httpx
 
-from tests.conftest import ServedApp, free_port
+from tests.conftest import free_port
+from tests.helpers import Graceful
 from tests.openai_stub import OpenAIStub
 
 P = "/api/projects/mindsdb"
 SHUTDOWN = "The server is shutting down; the agent run was stopped before it finished"
 CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
-
-
-class Graceful(ServedApp):
-    """agentkb in a thread, stopped by the server's own shutdown path (`should_exit`, as a signal sets it)."""
-
-    def __init__(self, settings: Any) -> None:
-        from agentkb.cli.server import GracefulServer
-
-        super().__init__(settings)
-        config = self.uvicorn.server.config
-        self.uvicorn.server = GracefulServer(config, config.app.state.shutdown, grace_s=10)
-        self.uvicorn.thread = threading.Thread(target=self.uvicorn.server.run, daemon=True)
 
 
 def _data(lines: Iterator[str]) -> Iterator[Any]:

@@ -18,7 +18,7 @@ import httpx
 import orjson
 import pytest
 
-from tests.helpers import assert_problem
+from tests.helpers import assert_problem, export_header
 from tests.openai_stub import OpenAIStub
 
 P = "/api/projects/mindsdb"
@@ -136,18 +136,7 @@ def test_http_round_trip_embeds_nothing(client: httpx.Client, stub: OpenAIStub, 
 
 def test_bad_files_leave_nothing(client: httpx.Client, unique: str) -> None:
     name = f"bad_{unique}"
-    header = {
-        "type": "header",
-        "format": "agentkb-kb-export",
-        "version": 1,
-        "knowledge_base": {
-            "name": name,
-            "embedding_model": {"provider": "local", "model_name": "all-MiniLM-L6-v2"},
-            "params": {},
-            "vector_dim": 3,
-        },
-        "secrets_omitted": [],
-    }
+    header = export_header(name, {"provider": "local", "model_name": "all-MiniLM-L6-v2"})
     vec = "AACAPwAAAEAAAEBA"  # float32 [1, 2, 3], base64
     chunk = {
         "type": "chunk",

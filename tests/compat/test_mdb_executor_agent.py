@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -54,6 +56,69 @@ class TestAgent(MindsDBTestBase):
         ]
         self.llm.script(*replies, *[replies[-1]] * 20)
 
+    def ask_agent(self, *actions: Reply) -> list[str]:
+        """Scripts the LLM to take `actions` and then answer "Hi!", asks my_agent a question; the texts the
+        agent sent the LLM, call by call."""
+        self.set_openai_completion([*actions, "Hi!"])
+        self.run_sql("select * from my_agent where question = 'test'")
+        return agent_calls(self.llm)
+
+    def create_agent(self, data: str) -> None:
+        """CREATE AGENT my_agent on gpt-3.5-turbo at the scripted LLM, with `data` (the inside of its
+        `data = {...}`: the knowledge bases and tables it may use)."""
+        self.run_sql(f"""
+            CREATE AGENT my_agent
+            USING
+              model = "gpt-3.5-turbo",
+              openai_api_key='--',
+              base_url='{self.url}',
+              data = {{
+                 {data}
+              }}
+         """)
+
+    def create_openai_agent(self, api_key: str) -> None:
+        """CREATE AGENT my_agent with the flat provider / model / openai_api_key options, at the scripted LLM."""
+        self.run_sql(f"""
+            CREATE AGENT my_agent
+            USING
+             provider='openai',
+             model = "gpt-3.5-turbo",
+             openai_api_key='{api_key}',
+             base_url='{self.url}',
+             prompt_template="Answer the user input in a helpful way"
+         """)
+
+    def model_dict(self, model_name: str, api_key: str) -> str:
+        """An agent's `model = {...}` in SQL: `model_name` of the scripted LLM (provider openai), `api_key`."""
+        return f"""{{
+                "provider": 'openai',
+                "model_name": "{model_name}",
+                "api_key": '{api_key}',
+                "base_url": '{self.url}'
+              }}"""
+
+    @contextmanager
+    def default_llm_app(self, fresh_app: Any, agent_response: str) -> Iterator[None]:
+        """Scripts the LLM to answer `agent_response` and runs the SQL of the block on a new agentkb whose
+        default model is MindsDB's `default_llm` of the default-LLM tests (at the scripted LLM)."""
+        default_llm = {
+            "provider": "openai",
+            "model_name": "gpt-4o",
+            "api_key": "sk-abc123",
+            "base_url": self.url,
+            "api_version": "2024-02-01",
+            "method": "multi-class",
+        }
+        self.set_openai_completion(agent_response)
+
+        with (
+            fresh_app(default_model=default_llm) as app,
+            httpx.Client(base_url=app.url, timeout=120) as client,
+        ):
+            self.mdb = MindsDB(client, self.embeddings)
+            yield
+
     @property
     def url(self) -> str:
         return self.llm.base_url
@@ -69,15 +134,7 @@ class TestAgent(MindsDBTestBase):
         agent_response = "how can I assist you today?"
         self.set_openai_completion(agent_response)
 
-        self.run_sql(f"""
-            CREATE AGENT my_agent
-            USING
-             provider='openai',
-             model = "gpt-3.5-turbo",
-             openai_api_key='-key-',
-             base_url='{self.url}',
-             prompt_template="Answer the user input in a helpful way"
-         """)
+        self.create_openai_agent("-key-")
         ret = self.run_sql("select * from my_agent where question = 'hi'")
 
         # check model params
@@ -131,12 +188,7 @@ class TestAgent(MindsDBTestBase):
         self.run_sql(f"""
             CREATE AGENT my_agent
             USING
-             model = {{
-                "provider": 'openai',
-                "model_name": "gpt-42",
-                "api_key": '-secret-',
-                "base_url": '{self.url}'
-             }},
+             model = {self.model_dict("gpt-42", "-secret-")},
              prompt_template="Answer the user input in a helpful way"
          """)
         ret = self.run_sql("select * from my_agent where question = 'hi'")
@@ -153,25 +205,10 @@ class TestAgent(MindsDBTestBase):
         base_url is the stub). MindsDB's run-time checks patch `_initialize_args`; here the run must reach the
         stub with the merged parameters. The explicit agent's base_url (MindsDB: https://custom-url.com/, also
         never contacted thanks to the patches) is the stub under another host name."""
-        default_llm = {
-            "provider": "openai",
-            "model_name": "gpt-4o",
-            "api_key": "sk-abc123",
-            "base_url": self.url,
-            "api_version": "2024-02-01",
-            "method": "multi-class",
-        }
         custom_url = self.url.replace("127.0.0.1", "localhost")
 
         agent_response = "how can I assist you today?"
-        self.set_openai_completion(agent_response)
-
-        with (
-            fresh_app(default_model=default_llm) as app,
-            httpx.Client(base_url=app.url, timeout=120) as client,
-        ):
-            self.mdb = MindsDB(client, self.embeddings)
-
+        with self.default_llm_app(fresh_app, agent_response):
             # Create an agent with only provider specified - should use default LLM params
             self.run_sql("""
                 CREATE AGENT default_params_agent
@@ -239,24 +276,8 @@ class TestAgent(MindsDBTestBase):
     def test_agent_minimal_syntax_with_default_llm(self, fresh_app: Any) -> None:
         """Origin: test_agent_minimal_syntax_with_default_llm (MindsDB @v25.14.1); `default_llm` as in
         test_agent_with_default_llm_params."""
-        default_llm = {
-            "provider": "openai",
-            "model_name": "gpt-4o",
-            "api_key": "sk-abc123",
-            "base_url": self.url,
-            "api_version": "2024-02-01",
-            "method": "multi-class",
-        }
-
         agent_response = "response from minimal syntax agent"
-        self.set_openai_completion(agent_response)
-
-        with (
-            fresh_app(default_model=default_llm) as app,
-            httpx.Client(base_url=app.url, timeout=120) as client,
-        ):
-            self.mdb = MindsDB(client, self.embeddings)
-
+        with self.default_llm_app(fresh_app, agent_response):
             # Create an agent with minimal syntax - should use all default LLM params
             self.run_sql("""
                 CREATE AGENT minimal_syntax_agent
@@ -292,15 +313,7 @@ class TestAgent(MindsDBTestBase):
         agent_response = "how can I assist you today?"
         self.set_openai_completion(agent_response)
 
-        self.run_sql(f"""
-            CREATE AGENT my_agent
-            USING
-             provider='openai',
-             model = "gpt-3.5-turbo",
-             openai_api_key='--',
-             base_url='{self.url}',
-             prompt_template="Answer the user input in a helpful way"
-         """)
+        self.create_openai_agent("--")
 
         messages = [{"question": "hi"}]
         r = self.mdb.client.post(f"{P}/agents/my_agent/completions/stream", json={"messages": messages})
@@ -386,29 +399,15 @@ class TestAgent(MindsDBTestBase):
             if tables
             else '"knowledge_bases": ["kb_show*"]'
         )
-        self.run_sql(f"""
-            CREATE AGENT my_agent
-            USING
-              model = "gpt-3.5-turbo",
-              openai_api_key='--',
-              base_url='{self.url}',
-              data = {{
-                {data}
-              }};
-         """)
+        self.create_agent(data)
 
     def test_agent_permissions__forbidden_kbs(self) -> None:
         """Origin: test_agent_permissions, "Access to forbidden KBs" (MindsDB @v25.14.1)."""
         self._permissions_setup()
-        self.set_openai_completion(
-            [
-                _action("kb_info_tool", "kb_hide"),
-                _action("kb_query_tool", "select * from kb_hide where content='Moon'"),
-                "Hi!",
-            ],
+        calls = self.ask_agent(
+            _action("kb_info_tool", "kb_hide"),
+            _action("kb_query_tool", "select * from kb_hide where content='Moon'"),
         )
-        self.run_sql("select * from my_agent where question = 'test'")
-        calls = agent_calls(self.llm)
 
         # result of kb_info_tool
         assert "Knowledge base kb_hide not found" in calls[1]
@@ -421,16 +420,11 @@ class TestAgent(MindsDBTestBase):
     def test_agent_permissions__exposed_kbs(self) -> None:
         """Origin: test_agent_permissions, "Access to exposed KBs" (MindsDB @v25.14.1)."""
         self._permissions_setup()
-        self.set_openai_completion(
-            [
-                _action("kb_list_tool"),
-                _action("kb_info_tool", "kb_show1"),
-                _action("kb_query_tool", "select * from kb_show1 where content='Moon' limit 1"),
-                "Hi!",
-            ],
+        calls = self.ask_agent(
+            _action("kb_list_tool"),
+            _action("kb_info_tool", "kb_show1"),
+            _action("kb_query_tool", "select * from kb_show1 where content='Moon' limit 1"),
         )
-        self.run_sql("select * from my_agent where question = 'test'")
-        calls = agent_calls(self.llm)
 
         # result of kb_list_tool
         assert "kb_hide" not in calls[1]
@@ -448,15 +442,10 @@ class TestAgent(MindsDBTestBase):
     def test_agent_permissions__forbidden_files(self) -> None:
         """Origin: test_agent_permissions, "access to forbidden files" (MindsDB @v25.14.1)."""
         self._permissions_setup()
-        self.set_openai_completion(
-            [
-                _action("sql_db_schema", "files.hide"),
-                _action("sql_db_query", "select * from files.hide"),
-                "Hi!",
-            ],
+        calls = self.ask_agent(
+            _action("sql_db_schema", "files.hide"),
+            _action("sql_db_query", "select * from files.hide"),
         )
-        self.run_sql("select * from my_agent where question = 'test'")
-        calls = agent_calls(self.llm)
         # result of sql_db_schema
         assert "hide not found" in calls[1]
         # result of sql_db_query
@@ -467,17 +456,11 @@ class TestAgent(MindsDBTestBase):
     def test_agent_permissions__exposed_files(self) -> None:
         """Origin: test_agent_permissions, "access to exposed files" (MindsDB @v25.14.1)."""
         self._permissions_setup()
-        self.set_openai_completion(
-            [
-                _action("sql_db_list_tables"),
-                _action("sql_db_schema", "files.show1"),
-                _action("sql_db_query", "select * from files.show1 where id = '1001'"),
-                "Hi!",
-            ],
+        calls = self.ask_agent(
+            _action("sql_db_list_tables"),
+            _action("sql_db_schema", "files.show1"),
+            _action("sql_db_query", "select * from files.show1 where id = '1001'"),
         )
-
-        self.run_sql("select * from my_agent where question = 'test'")
-        calls = agent_calls(self.llm)
 
         # result of sql_db_list_tables
         assert "hide" not in calls[1]
@@ -498,25 +481,9 @@ class TestAgent(MindsDBTestBase):
         self._permissions_setup()
         self.run_sql("DROP AGENT my_agent")
 
-        self.run_sql(f"""
-            CREATE AGENT my_agent
-            USING
-              model = "gpt-3.5-turbo",
-              openai_api_key='--',
-              base_url='{self.url}',
-              data = {{
-                 "knowledge_bases": ["kb_show*"]
-              }};
-         """)
+        self.create_agent('"knowledge_bases": ["kb_show*"]')
 
-        self.set_openai_completion(
-            [
-                _action("sql_db_list_tables"),
-                "Hi!",
-            ],
-        )
-        self.run_sql("select * from my_agent where question = 'test'")
-        assert "files" not in agent_calls(self.llm)[1]
+        assert "files" not in self.ask_agent(_action("sql_db_list_tables"))[1]
 
     # --- test_agent_new_syntax ------------------------------------------------------------------------
 
@@ -538,12 +505,7 @@ class TestAgent(MindsDBTestBase):
         self.run_sql(f"""
             CREATE AGENT my_agent
             USING
-              model = {{
-                "provider": 'openai',
-                "model_name": "gpt-42",
-                "api_key": '-secret-',
-                "base_url": '{self.url}'
-              }},
+              model = {self.model_dict("gpt-42", "-secret-")},
               data = {{
                  "knowledge_bases": ["kb1"],
                  "tables": ["files.file1"]
@@ -551,45 +513,44 @@ class TestAgent(MindsDBTestBase):
               prompt_template='important user instruction №42'
          """)
 
-    def test_agent_new_syntax(self) -> None:
-        """Origin: test_agent_new_syntax, up to "ALTER AGENT" (MindsDB @v25.14.1)."""
-        self._new_syntax_setup()
-
+    def _check_exposure(self, exposed: int, hidden: int, api_key: str, model: str, prompt: str) -> None:
+        """Asks my_agent about kb{exposed}/file{exposed} (which it must see) and kb{hidden}/file{hidden} (which
+        it must not), then checks the model params, the answer and the prompt template of the last call."""
         # exposed
-        self.set_openai_completion(
-            [
-                _action("kb_info_tool", "kb1"),
-                _action("sql_db_schema", "files.file1"),
-                "Hi!",
-            ],
+        calls = self.ask_agent(
+            _action("kb_info_tool", f"kb{exposed}"),
+            _action("sql_db_schema", f"files.file{exposed}"),
         )
-        self.run_sql("select * from my_agent where question = 'test'")
-        calls = agent_calls(self.llm)
         assert "Jupiter" in calls[1]
         assert "Jupiter" in calls[2]  # column
 
         # not exposed
         self.set_openai_completion(
             [
-                _action("kb_info_tool", "kb2"),
-                _action("sql_db_schema", "files.file2"),
+                _action("kb_info_tool", f"kb{hidden}"),
+                _action("sql_db_schema", f"files.file{hidden}"),
                 "Hi!",
             ],
         )
         ret = self.run_sql("select * from my_agent where question = 'test'")
         calls = agent_calls(self.llm)
-        assert "kb2 not found" in calls[1]
-        assert "file2 not found" in calls[2]
+        assert f"kb{hidden} not found" in calls[1]
+        assert f"file{hidden} not found" in calls[2]
 
         # check model params
-        assert self.llm.requests[-1].headers["authorization"] == "Bearer -secret-"
-        assert self.llm.requests[-1].body["model"] == "gpt-42"
+        assert self.llm.requests[-1].headers["authorization"] == f"Bearer {api_key}"
+        assert self.llm.requests[-1].body["model"] == model
 
         # check agent response
         assert "Hi!" in ret.answer[0]
 
         # check prompt template
-        assert "important user instruction №42" in calls[0]
+        assert prompt in calls[0]
+
+    def test_agent_new_syntax(self) -> None:
+        """Origin: test_agent_new_syntax, up to "ALTER AGENT" (MindsDB @v25.14.1)."""
+        self._new_syntax_setup()
+        self._check_exposure(1, 2, "-secret-", "gpt-42", "important user instruction №42")
 
     def test_agent_new_syntax__alter_agent(self) -> None:
         """Origin: test_agent_new_syntax, section "ALTER AGENT" (MindsDB @v25.14.1)."""
@@ -599,54 +560,14 @@ class TestAgent(MindsDBTestBase):
         self.run_sql(f"""
             ALTER AGENT my_agent
             USING
-              model = {{
-                "provider": 'openai',
-                "model_name": "gpt-18",
-                "api_key": '-almost secret-',
-                "base_url": '{self.url}'
-              }},
+              model = {self.model_dict("gpt-18", "-almost secret-")},
               data = {{
                  "knowledge_bases": ["kb2"],
                  "tables": ["files.file2"]
               }},
               prompt_template='important system prompt №37'
         """)
-
-        # check exposed
-        self.set_openai_completion(
-            [
-                _action("kb_info_tool", "kb2"),
-                _action("sql_db_schema", "files.file2"),
-                "Hi!",
-            ],
-        )
-        self.run_sql("select * from my_agent where question = 'test'")
-        calls = agent_calls(self.llm)
-        assert "Jupiter" in calls[1]
-        assert "Jupiter" in calls[2]  # column
-
-        # not exposed
-        self.set_openai_completion(
-            [
-                _action("kb_info_tool", "kb1"),
-                _action("sql_db_schema", "files.file1"),
-                "Hi!",
-            ],
-        )
-        ret = self.run_sql("select * from my_agent where question = 'test'")
-        calls = agent_calls(self.llm)
-        assert "kb1 not found" in calls[1]
-        assert "file1 not found" in calls[2]
-
-        # check model params
-        assert self.llm.requests[-1].headers["authorization"] == "Bearer -almost secret-"
-        assert self.llm.requests[-1].body["model"] == "gpt-18"
-
-        # check agent response
-        assert "Hi!" in ret.answer[0]
-
-        # check prompt template
-        assert "important system prompt №37" in calls[0]
+        self._check_exposure(2, 1, "-almost secret-", "gpt-18", "important system prompt №37")
 
     def test_agent_accept_wrong_quoting(self) -> None:
         """Origin: test_agent_accept_wrong_quoting (MindsDB @v25.14.1)."""
@@ -658,32 +579,17 @@ class TestAgent(MindsDBTestBase):
 
         self.save_file("file1", df)
 
-        self.run_sql(f"""
-            CREATE AGENT my_agent
-            USING
-              model = "gpt-3.5-turbo",
-              openai_api_key='--',
-              base_url='{self.url}',
-              data = {{
-                 "knowledge_bases": ["kb1"],
-                 "tables": ["files.file1", "files.file2.*"]
-              }}
-         """)
+        self.create_agent('"knowledge_bases": ["kb1"], "tables": ["files.file1", "files.file2.*"]')
         self.run_sql("""
             insert into kb1
             select id, planet_name content from files.file1
         """)
 
         # # exposed
-        self.set_openai_completion(
-            [
-                _action("kb_query_tool", "SELECT * FROM `mindsdb.kb1` WHERE id = '1001'"),
-                _action("sql_db_query", "SELECT * FROM `files.file1` WHERE id = '1001';"),
-                "Hi!",
-            ],
+        calls = self.ask_agent(
+            _action("kb_query_tool", "SELECT * FROM `mindsdb.kb1` WHERE id = '1001'"),
+            _action("sql_db_query", "SELECT * FROM `files.file1` WHERE id = '1001';"),
         )
-        self.run_sql("select * from my_agent where question = 'test'")
-        calls = agent_calls(self.llm)
 
         assert "Jupiter" in calls[1]
         assert "Jupiter" in calls[2]
@@ -694,30 +600,16 @@ class TestAgent(MindsDBTestBase):
         df = get_dataset_planets()
         self.mdb.set_handler("pg", tables={"planets": df}, schema="public")
 
-        self.run_sql(f"""
-            CREATE AGENT my_agent
-            USING
-              model = "gpt-3.5-turbo",
-              openai_api_key='--',
-              base_url='{self.url}',
-              data = {{
-                 "tables": ["pg.public.*"]
-              }}
-        """)
+        self.create_agent('"tables": ["pg.public.*"]')
 
-        self.set_openai_completion(
-            [
-                # test getting table info
-                _action("sql_db_schema", "pg.public.planets"),
-                # test wrong quoting
-                _action("sql_db_query", "SELECT * FROM pg.public.planets WHERE id = '1000'"),
-                _action("sql_db_query", "SELECT * FROM `pg.public`.planets WHERE id = '1000'"),
-                _action("sql_db_query", "SELECT * FROM `pg.public`.`planets` WHERE id = '1000'"),
-                "Hi!",
-            ],
+        calls = self.ask_agent(
+            # test getting table info
+            _action("sql_db_schema", "pg.public.planets"),
+            # test wrong quoting
+            _action("sql_db_query", "SELECT * FROM pg.public.planets WHERE id = '1000'"),
+            _action("sql_db_query", "SELECT * FROM `pg.public`.planets WHERE id = '1000'"),
+            _action("sql_db_query", "SELECT * FROM `pg.public`.`planets` WHERE id = '1000'"),
         )
-        self.run_sql("select * from my_agent where question = 'test'")
-        calls = agent_calls(self.llm)
 
         # result of sql_db_schema
         assert "planets" in calls[1]  # table name

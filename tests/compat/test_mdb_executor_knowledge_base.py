@@ -21,7 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -99,6 +99,44 @@ class BaseTestKB(MindsDBTestBase):
         """
         )
 
+    def _ral_kb(self) -> None:
+        """The knowledge base kb_ral: the RAL colours' English names by RAL number (from the file `ral`)."""
+        self.save_file("ral", self._get_ral_table())
+
+        self._create_kb("kb_ral")
+
+        self.run_sql(
+            """
+            insert into kb_ral
+            select ral id, english content from files.ral
+        """
+        )
+
+    def _reranked_kb1(self) -> None:
+        """The knowledge base kb1 of the RAL colours (file `ral`, columns id and content), reranked by the
+        scripted LLM, which scores every document 0.8."""
+        self.llm.get_scores = lambda query, docs: [0.8 for _ in docs]
+
+        df = self._get_ral_table()
+        df = df.rename(columns={"english": "content", "ral": "id"})
+        self.save_file("ral", df)
+
+        self._create_kb(
+            "kb1",
+            reranking_model=self.reranker(model_name="gpt-3", api_key="-"),
+        )
+        self.run_sql("insert into kb1 SELECT id, content FROM files.ral")
+
+    def _wait_query(self, query_id: Any) -> None:
+        """Polls `information_schema.queries` until the query `query_id` finishes; raises its error."""
+        for _ in range(1000):
+            time.sleep(0.2)
+            ret = self.run_sql(f"select * from information_schema.queries where id = {query_id}")
+            if ret["ERROR"][0] is not None:
+                raise RuntimeError(ret["ERROR"][0])
+            if ret["FINISHED_AT"][0] is not None:
+                break
+
     def _get_ral_table(self) -> pd.DataFrame:
         data = [
             ["1000", "Green beige", "Beige verdastro"],
@@ -145,6 +183,18 @@ class TestKBNOAutoBatch(BaseTestKB):
         ret = self.run_sql(f"show tables from {db_name}")
         # only one default collection there
         assert len(ret) == 1
+
+    def _review_kb(self, **columns: Any) -> None:
+        """The knowledge base kb_review (its `columns` settings) holding REVIEW, inserted from a file whole."""
+        self.save_file("reviews", pd.DataFrame([REVIEW]))
+        self._create_kb("kb_review", **columns)
+
+        self.run_sql(
+            """
+            insert into kb_review
+            select * from files.reviews
+        """
+        )
 
     def test_kb_metadata__default_columns(self) -> None:
         """Origin: test_kb_metadata, case 1 "kb with default columns settings" (MindsDB @v26.1.0)."""
@@ -203,21 +253,12 @@ class TestKBNOAutoBatch(BaseTestKB):
     def test_kb_metadata__defined_columns(self) -> None:
         """Origin: test_kb_metadata, case 2 "kb with defined columns" (MindsDB @v26.1.0)."""
         record = REVIEW
-        self.save_file("reviews", pd.DataFrame([record]))
 
         # ---  case 2: kb with defined columns ---
-        self._create_kb(
-            "kb_review",
+        self._review_kb(
             content_columns=["review", "product"],
             id_column="url",
             metadata_columns=["specs", "id"],
-        )
-
-        self.run_sql(
-            """
-            insert into kb_review
-            select * from files.reviews
-        """
         )
 
         ret = self.run_sql(
@@ -239,17 +280,9 @@ class TestKBNOAutoBatch(BaseTestKB):
         """Origin: test_kb_metadata, case 3 "content is defined, id is id, the rest goes to metadata"
         (MindsDB @v26.1.0)."""
         record = REVIEW
-        self.save_file("reviews", pd.DataFrame([record]))
 
         # ---  case 3: content is defined, id is id, the rest goes to metadata ---
-        self._create_kb("kb_review", content_columns=["review"])
-
-        self.run_sql(
-            """
-            insert into kb_review
-            select * from files.reviews
-        """
-        )
+        self._review_kb(content_columns=["review"])
 
         # metadata as columns
         ret = self.run_sql(
@@ -270,17 +303,7 @@ class TestKBNOAutoBatch(BaseTestKB):
 
     def test_join_kb_table(self) -> None:
         """Origin: test_join_kb_table, the join (MindsDB @v26.1.0)."""
-        df = self._get_ral_table()
-        self.save_file("ral", df)
-
-        self._create_kb("kb_ral")
-
-        self.run_sql(
-            """
-            insert into kb_ral
-            select ral id, english content from files.ral
-        """
-        )
+        self._ral_kb()
 
         ret = self.run_sql(
             """
@@ -298,17 +321,7 @@ class TestKBNOAutoBatch(BaseTestKB):
 
     def test_join_kb_table__operators(self) -> None:
         """Origin: test_join_kb_table, section "operators" (MindsDB @v26.1.0)."""
-        df = self._get_ral_table()
-        self.save_file("ral", df)
-
-        self._create_kb("kb_ral")
-
-        self.run_sql(
-            """
-            insert into kb_ral
-            select ral id, english content from files.ral
-        """
-        )
+        self._ral_kb()
 
         # =================   operators  =================
         ret = self.run_sql(
@@ -368,13 +381,7 @@ class TestKBNOAutoBatch(BaseTestKB):
             query_id = ret["ID"][0]
 
             # wait loaded
-            for _ in range(1000):
-                time.sleep(0.2)
-                ret = self.run_sql(f"select * from information_schema.queries where id = {query_id}")
-                if ret["ERROR"][0] is not None:
-                    raise RuntimeError(ret["ERROR"][0])
-                if ret["FINISHED_AT"][0] is not None:
-                    break
+            self._wait_query(query_id)
 
             # check content
             ret = self.run_sql("select * from kb_part")
@@ -472,7 +479,8 @@ class TestKBAlgebra(BaseTestKB):
     def test_kb_algebra__exclude_values(self) -> None:
         """Section "search value excluding others"."""
         self._items_kb()
-        ret = self.run_sql(
+        # check 3 most relative records
+        self._assert_green_not_square_or_triangle(
             """
            select * from kb_alg where
             content = 'green'
@@ -482,16 +490,10 @@ class TestKBAlgebra(BaseTestKB):
         """
         )
 
-        # check 3 most relative records
-        for content in ret["chunk_content"]:
-            assert "green" in content
-            assert "square" not in content
-            assert "triangle" not in content
-
     def test_kb_algebra__exclude_value_and_metadata(self) -> None:
         """Section "search value excluding other and metadata"."""
         self._items_kb()
-        ret = self.run_sql(
+        self._assert_green_not_square_or_triangle(
             """
            select * from kb_alg where
             content = 'green'
@@ -500,11 +502,6 @@ class TestKBAlgebra(BaseTestKB):
            limit 3
         """
         )
-
-        for content in ret["chunk_content"]:
-            assert "green" in content
-            assert "square" not in content
-            assert "triangle" not in content
 
     def test_kb_algebra__in_list_excluding(self) -> None:
         """Section "searching value in list with excluding"."""
@@ -520,10 +517,27 @@ class TestKBAlgebra(BaseTestKB):
         for content in ret["chunk_content"]:
             assert "white" in content
 
+    def _assert_green_not_square_or_triangle(self, query: str) -> None:
+        """Runs `query`: every chunk it finds must be green, and neither square nor triangle."""
+        ret = self.run_sql(query)
+        for content in ret["chunk_content"]:
+            assert "green" in content
+            assert "square" not in content
+            assert "triangle" not in content
+
+    def _assert_green_big_white_small(self, query: str) -> None:
+        """Runs `query`: every green chunk it finds must be big, every other one small."""
+        ret = self.run_sql(query)
+        for content in ret["chunk_content"]:
+            if "green" in content:
+                assert "big" in content
+            else:
+                assert "small" in content
+
     def test_kb_algebra__or(self) -> None:
         """Section "using OR"."""
         self._items_kb()
-        ret = self.run_sql(
+        self._assert_green_big_white_small(
             """
            select * from kb_alg where
                (content like 'green' and size='big')
@@ -532,11 +546,6 @@ class TestKBAlgebra(BaseTestKB):
            limit 3
         """
         )
-        for content in ret["chunk_content"]:
-            if "green" in content:
-                assert "big" in content
-            else:
-                assert "small" in content
 
     def test_kb_algebra__between_and_less_than(self) -> None:
         """Section "using between and less than"."""
@@ -557,7 +566,7 @@ class TestKBAlgebra(BaseTestKB):
     def test_kb_algebra__chunk_content_like(self) -> None:
         """Section "chunk_content and '%'"."""
         self._items_kb()
-        ret = self.run_sql(
+        self._assert_green_big_white_small(
             """
            select * from kb_alg where
                (chunk_content like '%green%' and size='big')
@@ -566,11 +575,6 @@ class TestKBAlgebra(BaseTestKB):
            limit 3
         """
         )
-        for content in ret["chunk_content"]:
-            if "green" in content:
-                assert "big" in content
-            else:
-                assert "small" in content
 
     def test_kb_algebra__metadata_like(self) -> None:
         """Section "metadata: like, not like"."""
@@ -671,17 +675,7 @@ class TestKBSelectAndParams(BaseTestKB):
         self.llm.script(*[self._text(agent_response)] * 20)
 
         # reranking result
-        self.llm.get_scores = lambda query, docs: [0.8 for _ in docs]
-
-        df = self._get_ral_table()
-        df = df.rename(columns={"english": "content", "ral": "id"})
-        self.save_file("ral", df)
-
-        self._create_kb(
-            "kb1",
-            reranking_model=self.reranker(model_name="gpt-3", api_key="-"),
-        )
-        self.run_sql("insert into kb1 SELECT id, content FROM files.ral")
+        self._reranked_kb1()
 
         # --- case 1: use table as source, reranker llm, no evaluate
 
@@ -770,17 +764,7 @@ class TestKBSelectAndParams(BaseTestKB):
     def test_evaluate__reranking_disabled(self) -> None:
         """Origin: test_evaluate, section "test reranking disabled" (MindsDB @v26.1.0): `get_scores` is called
         once per search, and not at all with `reranking = false`."""
-        self.llm.get_scores = lambda query, docs: [0.8 for _ in docs]
-
-        df = self._get_ral_table()
-        df = df.rename(columns={"english": "content", "ral": "id"})
-        self.save_file("ral", df)
-
-        self._create_kb(
-            "kb1",
-            reranking_model=self.reranker(model_name="gpt-3", api_key="-"),
-        )
-        self.run_sql("insert into kb1 SELECT id, content FROM files.ral")
+        self._reranked_kb1()
 
         # --- test reranking disabled ---
         self.llm.scores_calls.clear()
@@ -955,67 +939,49 @@ class TestKBSelectAndParams(BaseTestKB):
             columns=["Product_ID", "Product_Name", "Description", "Category", "Price"],
         )
 
-        self.save_file("oracle_products", df)
+        # the same products under mixed case, uppercase and lowercase source column names
+        cases: list[tuple[str, Callable[[str], str], str, str]] = [
+            (
+                "mixedcase",
+                str,
+                "select `Category` from kb_oracle_mixedcase  where `Category` = 'Home'",
+                "Home",
+            ),
+            (
+                "uppercase",
+                str.upper,
+                "select * from kb_oracle_uppercase where `CATEGORY` = 'Electronics'",
+                "Electronics",
+            ),
+            (
+                "lowercase",
+                str.lower,
+                "select category from kb_oracle_lowercase where category = 'Home'",
+                "Home",
+            ),
+        ]
+        columns = list(df.columns)
+        for i, (case, rename, query, category) in enumerate(cases):
+            if i:
+                self.run_sql("drop table files.oracle_products")
+            df.columns = [rename(c) for c in columns]
+            self.save_file("oracle_products", df)
 
-        # -- mixed case source columns
-        self._create_kb(
-            "kb_oracle_mixedcase",
-            content_columns=["Product_Name", "Description"],
-            id_column="Product_ID",
-            metadata_columns=["Category", "Price"],
-        )
-        self.run_sql(
-            """
-            insert into kb_oracle_mixedcase
-            select * from files.oracle_products
-            """
-        )
-        ret = self.run_sql("select `Category` from kb_oracle_mixedcase  where `Category` = 'Home'")
-        assert len(ret) == 2
-        assert ret["Category"][0] == "Home"
-
-        # -- uppercase source columns
-        df.columns = df.columns.str.upper()
-        self.run_sql("drop table files.oracle_products")
-        self.save_file("oracle_products", df)
-
-        self._create_kb(
-            "kb_oracle_uppercase",
-            content_columns=["PRODUCT_NAME", "DESCRIPTION"],
-            id_column="PRODUCT_ID",
-            metadata_columns=["CATEGORY", "PRICE"],
-        )
-        self.run_sql(
-            """
-            insert into kb_oracle_uppercase
-            select * from files.oracle_products
-            """
-        )
-
-        ret = self.run_sql("select * from kb_oracle_uppercase where `CATEGORY` = 'Electronics'")
-        assert len(ret) == 2
-        assert ret["CATEGORY"][0] == "Electronics"
-
-        # -- lowercase source columns
-        df.columns = df.columns.str.lower()
-        self.run_sql("drop table files.oracle_products")
-        self.save_file("oracle_products", df)
-
-        self._create_kb(
-            "kb_oracle_lowercase",
-            content_columns=["product_name", "description"],
-            id_column="product_id",
-            metadata_columns=["category", "price"],
-        )
-        self.run_sql(
-            """
-            insert into kb_oracle_lowercase
-            select * from files.oracle_products
-        """
-        )
-        ret = self.run_sql("select category from kb_oracle_lowercase where category = 'Home'")
-        assert len(ret) == 2
-        assert ret["category"][0] == "Home"
+            self._create_kb(
+                f"kb_oracle_{case}",
+                content_columns=[rename("Product_Name"), rename("Description")],
+                id_column=rename("Product_ID"),
+                metadata_columns=[rename("Category"), rename("Price")],
+            )
+            self.run_sql(
+                f"""
+                insert into kb_oracle_{case}
+                select * from files.oracle_products
+                """
+            )
+            ret = self.run_sql(query)
+            assert len(ret) == 2
+            assert ret[rename("Category")][0] == category
 
     def test_duplicated_ids(self) -> None:
         """Origin: test_duplicated_ids (MindsDB @v26.1.0)."""
@@ -1216,13 +1182,7 @@ class TestKBAutoBatch(BaseTestKB):
         # result is the record from `queries`
         assert len(ret) == 1
         query_id = ret["ID"][0]
-        for _ in range(1000):
-            time.sleep(0.2)
-            ret = self.run_sql(f"select * from information_schema.queries where id = {query_id}")
-            if ret["ERROR"][0] is not None:
-                raise RuntimeError(ret["ERROR"][0])
-            if ret["FINISHED_AT"][0] is not None:
-                break
+        self._wait_query(query_id)
 
         ret = self.run_sql("select * from kb_ral_async where id = '1000'")
         assert ret["id"][0] == "1000"

@@ -52,6 +52,34 @@ def check_response(response_data: dict[str, Any]) -> None:
     assert response_data["data"][2] == [3, "test3", 300]
 
 
+def query_as(client: httpx.Client, response_format: str) -> httpx.Response:
+    """POSTs QUERY asking for `response_format` and checks that it is answered."""
+    response = client.post(
+        "/api/sql/query",
+        json={
+            "query": QUERY,
+            "response_format": response_format,
+        },
+    )
+
+    assert response.status_code == HTTPStatus.OK
+    return response
+
+
+def unified(lines: list[str]) -> dict[str, Any]:
+    """The default format's response dict, built from a streamed header line and a data-rows line."""
+    assert len(lines) > 1
+    header = json.loads(lines[0])
+    data_rows = json.loads(lines[1])
+
+    return {
+        "type": header["type"],
+        "column_names": header["column_names"],
+        "data": data_rows,
+        "context": {},
+    }
+
+
 class TestSQLQueryResponseFormat:
     def test_query_default_format(self, client: httpx.Client) -> None:
         """Origin: TestSQLQueryResponseFormat.test_query_default_format (MindsDB @v26.1.0)."""
@@ -66,15 +94,7 @@ class TestSQLQueryResponseFormat:
 
     def test_query_sse_format(self, client: httpx.Client) -> None:
         """Origin: TestSQLQueryResponseFormat.test_query_sse_format (MindsDB @v26.1.0)."""
-        response = client.post(
-            "/api/sql/query",
-            json={
-                "query": QUERY,
-                "response_format": "sse",
-            },
-        )
-
-        assert response.status_code == HTTPStatus.OK
+        response = query_as(client, "sse")
         assert "text/event-stream" in response.headers["content-type"]
 
         # Parse SSE response and build unified response dict
@@ -82,44 +102,14 @@ class TestSQLQueryResponseFormat:
         lines = [
             line.replace("data: ", "") for line in response_text.split("\n") if line.startswith("data: ")
         ]
-
-        assert len(lines) > 1
-        header = json.loads(lines[0])
-        data_rows = json.loads(lines[1])
-
-        response_data = {
-            "type": header["type"],
-            "column_names": header["column_names"],
-            "data": data_rows,
-            "context": {},
-        }
-        check_response(response_data)
+        check_response(unified(lines))
 
     def test_query_jsonlines_format(self, client: httpx.Client) -> None:
         """Origin: TestSQLQueryResponseFormat.test_query_jsonlines_format (MindsDB @v26.1.0)."""
-        response = client.post(
-            "/api/sql/query",
-            json={
-                "query": QUERY,
-                "response_format": "jsonlines",
-            },
-        )
-
-        assert response.status_code == HTTPStatus.OK
+        response = query_as(client, "jsonlines")
         assert response.headers["content-type"] == "application/jsonlines"
 
         # Parse JSONLINES response and build unified response dict
         response_text = response.text
         lines = [line for line in response_text.split("\n") if line.strip()]
-
-        assert len(lines) > 1
-        header = json.loads(lines[0])
-        data_rows = json.loads(lines[1])
-
-        response_data = {
-            "type": header["type"],
-            "column_names": header["column_names"],
-            "data": data_rows,
-            "context": {},
-        }
-        check_response(response_data)
+        check_response(unified(lines))

@@ -46,22 +46,18 @@ class Network(httpcore.AsyncNetworkBackend):
         self.inner = httpcore.AnyIOBackend()
 
     async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
+        self, host: str, port: int, *args: Any, **kwargs: Any
     ) -> httpcore.AsyncNetworkStream:
+        """`args` / `kwargs`: the rest of httpcore's dial (timeout, local address, socket options), passed on."""
         self.dialled.append((host, port))
         if host in self.routes:
-            return await self.inner.connect_tcp("127.0.0.1", self.routes[host], timeout, local_address)
+            return await self.inner.connect_tcp("127.0.0.1", self.routes[host], *args, **kwargs)
         try:
             loopback = ipaddress.ip_address(host).is_loopback
         except ValueError:  # a name: the crawler must only ever dial addresses
             loopback = False
         if loopback:
-            return await self.inner.connect_tcp(host, port, timeout, local_address)
+            return await self.inner.connect_tcp(host, port, *args, **kwargs)
         raise httpcore.ConnectError(f"test network: {host} is not reachable from the tests")
 
     async def sleep(self, seconds: float) -> None:

@@ -244,18 +244,23 @@ def stub() -> Iterator[OpenAIStub]:
         yield server
 
 
+def stub_embedder(stub: OpenAIStub, api_key: str) -> dict[str, Any]:
+    """An `embedding_model` that embeds with the OpenAI stub `stub` (16 dimensions), sending `api_key`."""
+    return {
+        "provider": "openai",
+        "model_name": "stub-embed",
+        "base_url": stub.url,
+        "api_key": api_key,
+        "dimensions": 16,
+    }
+
+
 def test_openai_compatible_embedder_with_retry(client: httpx.Client, unique: str, stub: OpenAIStub) -> None:
     kb = f"remote_{unique}"
     create_kb(
         client,
         kb,
-        embedding_model={
-            "provider": "openai",
-            "model_name": "stub-embed",
-            "base_url": stub.url,
-            "api_key": "sk-remote",
-            "dimensions": 16,
-        },
+        embedding_model=stub_embedder(stub, "sk-remote"),
     )
     stub.script_embeddings(Scripted(429, {"error": {"message": "slow down"}}, {"Retry-After": "0"}))
     stats = insert(client, kb, rows=ANIMALS[:3])
@@ -272,13 +277,7 @@ def test_embedding_provider_down_is_502_and_nothing_written(
     create_kb(
         client,
         kb,
-        embedding_model={
-            "provider": "openai",
-            "model_name": "stub-embed",
-            "base_url": stub.url,
-            "dimensions": 16,
-            "api_key": "k",
-        },
+        embedding_model=stub_embedder(stub, "k"),
     )
     stub.script_embeddings(Scripted(400, {"error": {"message": "model overloaded"}}))
     many = [{"id": i, "content": f"document number {i}"} for i in range(300)]  # two batches

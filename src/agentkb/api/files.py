@@ -22,14 +22,7 @@ from agentkb.api.deps import ServicesDep
 from agentkb.api.middleware import FORM_OVERHEAD
 from agentkb.api.responses import EMPTY_STRING, JSON, multipart_body, problems
 from agentkb.errors import BadRequest, PayloadTooLarge
-from agentkb.service.catalog import (
-    BlobWriter,
-    FileService,
-    StagedBlob,
-    archive_kind,
-    check_file_name,
-    file_exists,
-)
+from agentkb.service import catalog
 from agentkb.service.types import FileRow
 from agentkb.timestamps import timestamp
 
@@ -117,9 +110,9 @@ async def upload_file(name: str, request: Request, services: ServicesDep) -> Any
     files = services.files
     if not request.headers.get("content-type", "").lower().startswith("multipart/form-data"):
         await _refuse_json(name, await _read_json(request), files)
-    key = check_file_name(name)  # before the body arrives (MindsDB: after it)
+    key = catalog.check_file_name(name)  # before the body arrives (MindsDB: after it)
     if await files.find(key) is not None:
-        raise file_exists(key)
+        raise catalog.file_exists(key)
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > files.max_bytes + FORM_OVERHEAD:
         raise PayloadTooLarge(f"The file is larger than the upload limit of {files.max_bytes} bytes")
@@ -130,7 +123,7 @@ async def upload_file(name: str, request: Request, services: ServicesDep) -> Any
     if source_type != "file":
         form.staged.path.unlink(missing_ok=True)
         raise _source_type_error(source_type)
-    kind = archive_kind(form.filename) or archive_kind(form.fields.get("original_file_name"))
+    kind = catalog.archive_kind(form.filename) or catalog.archive_kind(form.fields.get("original_file_name"))
     if kind is not None:  # stored under the name of the one file inside, as MindsDB does
         await files.save_archive(form.staged, kind)
         return JSON("")
@@ -181,7 +174,7 @@ async def _read_json(request: Request) -> Any:
         ) from exc
 
 
-async def _refuse_json(name: str, data: Any, files: FileService) -> NoReturn:
+async def _refuse_json(name: str, data: Any, files: catalog.FileService) -> NoReturn:
     """A JSON body names a URL source, which is disabled; MindsDB's errors, in MindsDB's order."""
     if not isinstance(data, dict):
         raise invalid_parameters("Unexpected parameters in request")
@@ -192,7 +185,7 @@ async def _refuse_json(name: str, data: Any, files: FileService) -> NoReturn:
             f"Allowed parameters: {', '.join(sorted(JSON_FIELDS))}"
         )
     if await files.find(name) is not None:
-        raise file_exists(name.lower())
+        raise catalog.file_exists(name.lower())
     source_type = data.get("source_type", "file")
     if source_type != "file":
         raise _source_type_error(source_type)
@@ -206,7 +199,7 @@ class _Form:
     fields: dict[str, str] = field(default_factory=dict)
     filename: str | None = None
     content_type: str | None = None
-    staged: StagedBlob | None = None
+    staged: catalog.StagedBlob | None = None
 
 
 @dataclass
@@ -216,7 +209,7 @@ class _Part:
     header_value: bytes = b""
 
 
-async def _receive_form(request: Request, files: FileService) -> _Form:
+async def _receive_form(request: Request, files: catalog.FileService) -> _Form:
     """Parse the multipart body as it arrives: small text fields in memory, the `file` part to a temp file."""
     _, params = parse_options_header(request.headers.get("content-type"))
     boundary = params.get(b"boundary")
@@ -243,7 +236,7 @@ async def _receive_form(request: Request, files: FileService) -> _Form:
         "on_part_end": lambda: events.append(("end", None)),
     }
     form = _Form()
-    writer: BlobWriter | None = None
+    writer: catalog.BlobWriter | None = None
     field_name: str | None = None
     value = bytearray()
     parts = 0
@@ -310,7 +303,7 @@ def _describe_part(headers: list[tuple[bytes, bytes]]) -> tuple[str, str | None,
     )
 
 
-def _discard(writer: BlobWriter | None, form: _Form) -> None:
+def _discard(writer: catalog.BlobWriter | None, form: _Form) -> None:
     if writer is not None:
         writer.discard()
     if form.staged is not None:
