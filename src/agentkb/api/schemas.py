@@ -288,11 +288,17 @@ class JobRecord(BaseModel):
     knowledge_base: str
     mode: str
     state: str = Field(description="queued, running, succeeded, failed or cancelled")
-    counts: dict[str, Any]
-    errors: list[dict[str, Any]]
-    error: str | None
-    worker: str | None
-    attempts: int
+    counts: dict[str, Any] = Field(
+        description="The job's progress counters so far (items_total, items_failed, ...)."
+    )
+    errors: list[dict[str, Any]] = Field(
+        description="Items that failed without failing the job, each {item, error} (a crawled page, a file)."
+    )
+    error: str | None = Field(description="Why the job failed, when it did.")
+    worker: str | None = Field(description="The process that runs (or last ran) the job.")
+    attempts: int = Field(
+        description="Runs started: a job whose worker went silent is taken over and run again."
+    )
     cancel_requested: bool
     created_at: str
     started_at: str | None
