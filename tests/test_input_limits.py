@@ -50,6 +50,21 @@ def test_nul_characters_are_refused(client: httpx.Client, unique: str) -> None:
         assert "NUL" in answer.json()["detail"]
 
 
+def test_nul_characters_in_an_agents_top_level_model_fields_are_refused(
+    client: httpx.Client, unique: str
+) -> None:
+    """`model_name` / `provider` given beside `model` (MindsDB's flat form) are folded into the stored model:
+    a NUL there is a 400 too, not PostgreSQL's refusal of the JSON as a 500."""
+    name = f"nul_agent_{unique}"
+    created = client.post(f"{P}/agents", json={"agent": {"name": name, "model_name": "gpt\x00x"}})
+    assert created.status_code == 400 and "NUL" in created.json()["detail"], created.text
+    assert client.post(f"{P}/agents", json={"agent": {"name": name}}).status_code == 201
+    for fields in ({"model_name": "gpt\x00x"}, {"model_name": "gpt\x00x", "provider": "openai"}):
+        updated = client.put(f"{P}/agents/{name}", json={"agent": fields})
+        assert updated.status_code == 400 and "NUL" in updated.json()["detail"], updated.text
+    assert client.get(f"{P}/agents/{name}").json()["model"]["model_name"] != "gpt\x00x"
+
+
 def test_deep_pages_of_a_content_search(client: httpx.Client, unique: str) -> None:
     """limit + offset past 250 asks HNSW for more than pgvector's 1000 candidates: iterative scan serves it."""
     rows = [{"id": i, "content": f"note number {i} about routers"} for i in range(400)]

@@ -110,6 +110,7 @@ def build_model(given: AgentInput, default: dict[str, Any]) -> dict[str, Any] | 
             f"'model.provider' {provider!r} is not supported; use one of: {', '.join(PROVIDERS)}",
             title="Invalid model",
         )
+    check_storable(out, "model")  # top-level `model_name` / `provider` are folded in unchecked above
     check_model_urls(out, "model")
     return out
 
