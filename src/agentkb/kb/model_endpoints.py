@@ -5,24 +5,17 @@ never a link-local or cloud-metadata address)."""
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from agentkb.destinations import DestinationRefused, check_host
 from agentkb.errors import BadRequest
 from agentkb.kb.embedders import config as embedding_config
 
 MODEL_KEYS = ("embedding_model", "reranking_model")
 LOCAL = "local"  # computed in this process: no request, no key
 DEFAULT_URLS = {"openai": "https://api.openai.com/v1", "ollama": embedding_config.OLLAMA_BASE_URL}
-# cloud instance-metadata services: never a model server, and they hand out the host's own credentials
-METADATA_HOSTS = frozenset(
-    {"metadata", "metadata.google.internal", "metadata.goog", "instance-data", "instance-data.ec2.internal"}
-)
-METADATA_ADDRESSES = frozenset(
-    ipaddress.ip_address(a) for a in ("169.254.169.254", "fd00:ec2::254", "100.100.100.200")
-)
 
 
 def endpoint(key: str, model: Mapping[str, Any]) -> str:
@@ -62,17 +55,10 @@ def check_endpoint(field: str, url: str) -> None:
         raise BadRequest(
             f"'{field}.base_url' must be an http(s) URL with a host, got {url!r}", title="Invalid endpoint"
         )
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        address = None
-    if host in METADATA_HOSTS or (
-        address is not None and (address.is_link_local or address in METADATA_ADDRESSES)
-    ):
-        raise BadRequest(
-            f"'{field}.base_url' {url!r} is a link-local or cloud-metadata address, never a model server",
-            title="Invalid endpoint",
-        )
+    try:  # the destination policy's rule (link-local and cloud-metadata hosts), under this check's title
+        check_host(host, f"'{field}.base_url' {url!r}")
+    except DestinationRefused as exc:
+        raise BadRequest(exc.detail, title="Invalid endpoint") from None
 
 
 def check_endpoints(definition: Mapping[str, Any]) -> dict[str, str]:
