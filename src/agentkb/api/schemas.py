@@ -181,6 +181,12 @@ class InsertFields(_Lenient):
     filters: dict[str, Any] | list[str] | None = None
     params: dict[str, Any] | None = None
     preprocessing: dict[str, Any] | None = None
+    mirror: bool | None = Field(
+        None,
+        description="With `query` only: once the whole SELECT is stored, delete the knowledge base's "
+        "documents it did not return (in the same transaction), so the KB mirrors the query. Refused "
+        "(400) with rows, files or urls, and with a LIMIT, OFFSET or LAST in the query.",
+    )
 
 
 class InsertRequest(BaseModel):

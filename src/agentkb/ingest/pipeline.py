@@ -82,24 +82,28 @@ class SeenDocuments:
     `skip_existing` never skips it. Up to `limit` ids are kept in memory; past that they all move to a
     temporary table dropped with the insert's transaction (`storage.chunks.create_seen_documents`)."""
 
-    def __init__(self, conn: AsyncConnection, limit: int = SEEN_IN_MEMORY) -> None:
+    def __init__(
+        self, conn: AsyncConnection, limit: int = SEEN_IN_MEMORY, table: str = store.SEEN_TABLE
+    ) -> None:
+        """`table`: the temporary table's name (another set of ids in the same transaction needs its own)."""
         self.conn = conn
         self.limit = limit
+        self.table = table
         self.ids: set[str] = set()
         self.spilled = False
 
     async def among(self, doc_ids: list[str]) -> set[str]:
         if self.spilled:
-            return await store.seen_documents_among(self.conn, doc_ids)
+            return await store.seen_documents_among(self.conn, doc_ids, self.table)
         return self.ids.intersection(doc_ids)
 
     async def add(self, doc_ids: list[str]) -> None:
         if self.spilled:
-            await store.add_seen_documents(self.conn, doc_ids)
+            await store.add_seen_documents(self.conn, doc_ids, self.table)
             return
         self.ids.update(doc_ids)
         if len(self.ids) > self.limit:
-            await store.create_seen_documents(self.conn, sorted(self.ids))
+            await store.create_seen_documents(self.conn, sorted(self.ids), self.table)
             self.ids = set()
             self.spilled = True
 

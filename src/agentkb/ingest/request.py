@@ -35,6 +35,7 @@ class InsertInput:
     preprocessing: Any = None
     options: Any = None  # MindsDB's `INSERT ... USING kb_no_upsert / kb_skip_existing` (SQL only)
     partition: Any = None  # a partitioned insert: {batch_size, track_column, error} (SQL only)
+    mirror: Any = None  # after the whole `query`, delete the documents it did not return (`ingest.mirror`)
 
 
 class JobCancelled(Exception):
@@ -48,12 +49,18 @@ class Progress:
     errors: list[dict[str, Any]] = field(default_factory=list)
     cancel_requested: bool = False
     recorded_at: float = field(default_factory=time.monotonic)  # counts last recorded (or the run began)
+    removed_chunks: int = 0  # chunks of the documents `removed`, added to the ingest's `deleted` at its end
 
     def count(self, key: str, n: int = 1) -> None:
         self.counts[key] = self.counts.get(key, 0) + n
 
     def add_items(self, n: int) -> None:
         self.counts["items_total"] = self.counts.get("items_total", 0) + n
+
+    def removed(self, documents: int, chunks: int) -> None:
+        """Whole documents deleted by the insert (a mirrored insert's)."""
+        self.count("documents_deleted", documents)
+        self.removed_chunks += chunks
 
     def item_failed(self, item: str, error: str) -> None:
         self.errors.append({"item": item, "error": error})

@@ -137,7 +137,7 @@ def check_duckdb(sql: str, tables: Collection[str]) -> None:
 # --- MindsDB's statements (/api/sql/query) ----------------------------------------------------------------
 
 
-def _nodes(root: ast.ASTNode) -> list[ast.ASTNode]:
+def statement_nodes(root: ast.ASTNode) -> list[ast.ASTNode]:
     """Every node of a MindsDB statement, subqueries included."""
     out: list[ast.ASTNode] = []
     stack: list[Any] = [root]
@@ -154,7 +154,7 @@ def _nodes(root: ast.ASTNode) -> list[ast.ASTNode]:
 def check_statement(statement: ast.ASTNode) -> None:
     """Refuse a statement that calls a denied function, or reads one as a table (`FROM read_csv('...')`,
     which MindsDB's parser reads as a native query to a data source of that name)."""
-    for node in _nodes(statement):
+    for node in statement_nodes(statement):
         if isinstance(node, ast.Function) and denied(str(node.op)):
             raise _not_allowed(str(node.op))
         if isinstance(node, ast.NativeQuery) and isinstance(node.integration, ast.Identifier):

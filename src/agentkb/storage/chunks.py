@@ -222,30 +222,71 @@ async def lock_all_documents(conn: AsyncConnection, kb_id: int) -> None:
 
 
 SEEN_TABLE = "agentkb_seen_documents"  # a temporary table: the ids an insert has written, past its memory
+RETURNED_TABLE = "agentkb_returned_documents"  # the ids a mirrored insert's SELECT returned, past its memory
 
 
-async def create_seen_documents(conn: AsyncConnection, doc_ids: list[str]) -> None:
-    """A temporary table of document ids, dropped when the caller's transaction ends, holding `doc_ids`."""
-    await conn.execute(text(f"CREATE TEMPORARY TABLE {SEEN_TABLE} (doc_id text PRIMARY KEY) ON COMMIT DROP"))
-    await add_seen_documents(conn, doc_ids)
+async def create_seen_documents(conn: AsyncConnection, doc_ids: list[str], table: str = SEEN_TABLE) -> None:
+    """A temporary table of document ids (`SEEN_TABLE` or `RETURNED_TABLE`), dropped when the caller's
+    transaction ends, holding `doc_ids`."""
+    await conn.execute(text(f"CREATE TEMPORARY TABLE {table} (doc_id text PRIMARY KEY) ON COMMIT DROP"))
+    await add_seen_documents(conn, doc_ids, table)
 
 
-async def add_seen_documents(conn: AsyncConnection, doc_ids: list[str]) -> None:
+async def add_seen_documents(conn: AsyncConnection, doc_ids: list[str], table: str = SEEN_TABLE) -> None:
     if doc_ids:
         await conn.execute(
-            text(
-                f"INSERT INTO {SEEN_TABLE} (doc_id) SELECT unnest(CAST(:ids AS text[])) ON CONFLICT DO NOTHING"
-            ),
+            text(f"INSERT INTO {table} (doc_id) SELECT unnest(CAST(:ids AS text[])) ON CONFLICT DO NOTHING"),
             {"ids": TextArray(doc_ids)},
         )
 
 
-async def seen_documents_among(conn: AsyncConnection, doc_ids: list[str]) -> set[str]:
+async def seen_documents_among(
+    conn: AsyncConnection, doc_ids: list[str], table: str = SEEN_TABLE
+) -> set[str]:
     """Those of `doc_ids` that the temporary table holds."""
     rows = await conn.execute(
-        text(f"SELECT doc_id FROM {SEEN_TABLE} WHERE doc_id = ANY(:ids)"), {"ids": TextArray(doc_ids)}
+        text(f"SELECT doc_id FROM {table} WHERE doc_id = ANY(:ids)"), {"ids": TextArray(doc_ids)}
     )
     return {r.doc_id for r in rows}
+
+
+async def _counted_delete(conn: AsyncConnection, delete: str, params: dict[str, Any]) -> tuple[int, int]:
+    """Run `delete` (a DELETE ... RETURNING doc_id); (documents, chunks) deleted, counted in PostgreSQL."""
+    row = (
+        await conn.execute(
+            text(
+                f"WITH gone AS ({delete}) SELECT count(DISTINCT doc_id) AS docs, count(*) AS chunks FROM gone"
+            ),
+            params,
+        )
+    ).one()
+    return int(row.docs), int(row.chunks)
+
+
+async def delete_documents_except(
+    conn: AsyncConnection, table: str, keep: list[str] | None, keep_table: str | None = None
+) -> tuple[int, int]:
+    """A mirrored insert's end: delete every document whose id is neither in `keep` nor (when given) in the
+    temporary table `keep_table`; (documents, chunks) deleted. One statement, an anti-join over the whole
+    chunk table, which is read sequentially (an insert's transaction turned sequential scans off)."""
+    await conn.execute(text("SELECT set_config('enable_seqscan', 'on', true)"))
+    kept = "EXISTS (SELECT 1 FROM unnest(CAST(:ids AS text[])) AS k(doc_id) WHERE k.doc_id = c.doc_id)"
+    if keep_table is not None:
+        kept += f" OR EXISTS (SELECT 1 FROM {keep_table} AS s WHERE s.doc_id = c.doc_id)"
+    return await _counted_delete(
+        conn,
+        f"DELETE FROM {table} AS c WHERE NOT ({kept}) RETURNING c.doc_id",
+        {"ids": TextArray(keep or [])},
+    )
+
+
+async def delete_documents(conn: AsyncConnection, table: str, doc_ids: list[str]) -> tuple[int, int]:
+    """Delete whole documents by id; (documents, chunks) deleted."""
+    if not doc_ids:
+        return 0, 0
+    return await _counted_delete(
+        conn, f"DELETE FROM {table} WHERE doc_id = ANY(:ids) RETURNING doc_id", {"ids": TextArray(doc_ids)}
+    )
 
 
 async def get_chunk(conn: AsyncConnection, table: str, chunk_id: str) -> ChunkWrite | None:

@@ -19,6 +19,7 @@ from mindsdb_sql_parser import ast, parse_sql
 from agentkb.errors import BadRequest
 from agentkb.ingest.files.tables import Tabular
 from agentkb.sql import catalog
+from agentkb.sql.sandbox import statement_nodes
 
 if TYPE_CHECKING:
     from agentkb.service.catalog.data_sources import DataSourceService
@@ -36,6 +37,30 @@ def parse_select(sql: str) -> ast.Select | None:
     except Exception:  # noqa: BLE001 - the parser raises many kinds of errors
         return None
     return statement if isinstance(statement, ast.Select) else None
+
+
+def check_whole_select(sql: str) -> None:
+    """400 unless `sql` returns the whole set a mirrored insert may delete by: a SELECT MindsDB's parser reads,
+    with no LIMIT or OFFSET and no `LAST` (MindsDB's "rows since the last run", for jobs) anywhere in it."""
+    select = parse_select(sql)
+    if select is None:
+        raise BadRequest(
+            "USING mirror needs a plain SELECT that MindsDB's SQL parser reads (its deletes depend on it)",
+            title="Invalid insert option",
+        )
+    for node in statement_nodes(select):
+        if isinstance(node, ast.Last):
+            raise BadRequest(
+                "USING mirror cannot be used with LAST: a SELECT of the rows since the last run is not the "
+                "whole table, and mirror would delete every other document",
+                title="Invalid insert option",
+            )
+        if isinstance(node, ast.Select) and (node.limit is not None or node.offset is not None):
+            raise BadRequest(
+                "USING mirror cannot be used with LIMIT or OFFSET: the SELECT must return the whole set, "
+                "or mirror would delete the documents it left out",
+                title="Invalid insert option",
+            )
 
 
 def file_name(select: ast.Select | None) -> str | None:

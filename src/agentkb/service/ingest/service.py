@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb.errors import BadRequest
+from agentkb.ingest.mirror import ReturnedDocuments
 from agentkb.ingest.pipeline import IngestStats
 from agentkb.ingest.request import (
     DocumentSource,
@@ -34,6 +35,7 @@ from agentkb.kb.chunking import chunking_config
 from agentkb.secrecy import restore_masked
 from agentkb.service.catalog import kb_admin, kb_lookup
 from agentkb.service.ingest.partitions import PartitionedInserts
+from agentkb.service.ingest.query_sources import check_whole_select
 from agentkb.service.ingest.writer import ChunkWriter
 from agentkb.service.jobs.runner import JobRunner
 from agentkb.service.platform import access
@@ -86,6 +88,8 @@ class IngestService:
         for key in ("params", "preprocessing", "options", "partition"):
             if getattr(given, key) is not None:
                 request[key] = check_dict(getattr(given, key), key)
+        if given.mirror is not None and _mirrored(given):
+            request["mirror"] = True
         if not request:
             raise BadRequest(
                 "Nothing to insert: give 'rows', 'query', 'files' or 'urls'", title="Missing parameter"
@@ -171,13 +175,19 @@ class IngestService:
                         self.document_sources[key].documents(SourceRun(conn, kb, given, spec, progress))
                     )
             if given.query is not None:
-                await ingestor.run(query_batches(self.data_sources, given.query, spec, progress))
-            progress.counts.update(ingestor.stats.as_counts())
+                batches = query_batches(self.data_sources, given.query, spec, progress)
+                if not given.mirror:
+                    await ingestor.run(batches)
+                else:  # the deletes come once the whole SELECT is written, in this transaction
+                    returned = ReturnedDocuments(conn)
+                    await ingestor.run(returned.recording(batches))
+                    progress.removed(*await returned.delete_others(kb.storage_table))
+            counts = ingestor.stats.as_counts()
+            counts["deleted"] += progress.removed_chunks
+            progress.counts.update(counts)
             if ingestor.skipped:
                 progress.counts["skipped_existing"] = ingestor.skipped
-            if (
-                ingestor.stats.written or ingestor.stats.deleted
-            ):  # a new version: search caches (BM25) rebuild
+            if counts["written"] or counts["deleted"]:  # a new version: search caches (BM25) rebuild
                 await repo.update(conn, kb.id, {})
         self.writer.written(kb, ingestor)
 
@@ -202,3 +212,26 @@ class IngestService:
         updated = await repo.get_by_id(conn, kb.id)
         assert updated is not None
         return updated
+
+
+def _mirrored(given: InsertInput) -> bool:
+    """`mirror`, checked: only over a whole `query` (no rows, files or urls beside it, no partitions, no LIMIT
+    or LAST in it), whose missing documents it deletes."""
+    if not isinstance(given.mirror, bool):
+        raise BadRequest("'mirror' must be true or false", title="Invalid insert option")
+    if not given.mirror:
+        return False
+    if given.query is None or any(getattr(given, k) is not None for k in ("rows", "files", "urls")):
+        raise BadRequest(
+            "'mirror' deletes the documents a SELECT did not return: it takes a 'query' (INSERT INTO <kb> "
+            "SELECT ...), and no rows (VALUES), files or urls",
+            title="Invalid insert option",
+        )
+    if given.partition is not None:
+        raise BadRequest(
+            "USING mirror cannot be used with batch_size: a partitioned insert commits each batch on its own "
+            "(and may resume after a failure), so no one transaction sees the whole SELECT to delete by",
+            title="Invalid insert option",
+        )
+    check_whole_select(check_query(given.query))
+    return True

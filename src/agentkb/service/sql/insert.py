@@ -5,6 +5,8 @@ an uploaded file, `files.<name>`), `INSERT INTO <kb> (...) VALUES ...`, `DROP TA
 `INSERT ... SELECT` options (MindsDB's `USING`):
 - `kb_no_upsert = true`: a first load, nothing read back; `kb_skip_existing = true`: documents whose id is stored
   already are left as they are (not embedded);
+- `mirror = true`: once the whole SELECT is written, the documents it did not return are deleted, in the same
+  transaction (`ingest.mirror`); not with `batch_size` (nor autobatched), LIMIT / OFFSET or `LAST`;
 - `batch_size = n` [, `track_column = c`] [, `error = 'skip'`] [, `threads = n`, accepted and ignored]: a
   partitioned insert, run in the background (the ingest service's partitioned runs); the statement answers with the
   query's record (`ID`, ...), followed in `information_schema.queries`.
@@ -28,6 +30,7 @@ from agentkb.service.sql.result import Result, ok
 from agentkb.sql.names import two_part
 
 KB_OPTIONS = ("kb_no_upsert", "kb_skip_existing")
+MIRROR = "mirror"
 PARTITION_OPTIONS = ("batch_size", "track_column", "error", "threads")
 AUTOBATCH_SIZE = 1000  # MindsDB's default_batch_size
 
@@ -52,17 +55,17 @@ def _flag(value: Any, name: str) -> bool:
 
 
 def insert_options(using: dict[str, Any]) -> tuple[dict[str, bool], dict[str, Any] | None]:
-    """(kb options, partition) from an INSERT ... SELECT's USING clause; the partition is None without
-    `batch_size` (as MindsDB, which partitions only then)."""
+    """(kb options and `mirror`, partition) from an INSERT ... SELECT's USING clause; the partition is None
+    without `batch_size` (as MindsDB, which partitions only then)."""
     given = {str(k).lower(): _plain(v) for k, v in using.items()}
-    unknown = sorted(set(given) - set(KB_OPTIONS) - set(PARTITION_OPTIONS))
+    unknown = sorted(set(given) - {*KB_OPTIONS, *PARTITION_OPTIONS, MIRROR})
     if unknown:
         raise BadRequest(
             f"Unknown insert option(s) {', '.join(unknown)}; INSERT INTO <kb> SELECT ... USING takes "
-            f"{', '.join(KB_OPTIONS + PARTITION_OPTIONS)}",
+            f"{', '.join((*KB_OPTIONS, MIRROR, *PARTITION_OPTIONS))}",
             title="Invalid insert option",
         )
-    options = {k: _flag(given[k], k) for k in KB_OPTIONS if k in given}
+    options = {k: _flag(given[k], k) for k in (*KB_OPTIONS, MIRROR) if k in given}
     batch_size = given.get("batch_size")
     if batch_size is None:
         if "track_column" in given:
@@ -100,15 +103,16 @@ async def insert(ctx: SQLContext, insert: ast.Insert, db: str, params: Any) -> R
         return await _insert_values(ctx, insert, project, name)
     select = copy.deepcopy(insert.from_select)
     options, partition = insert_options(getattr(select, "using", None) or {})
+    mirror = options.pop(MIRROR, False)
     if isinstance(select, ast.Select):
         select.using = None
         await _qualify(ctx, select, db)
     query = select.to_string()
-    if partition is None and ctx.autobatch and isinstance(select, ast.Select):
+    if partition is None and ctx.autobatch and isinstance(select, ast.Select) and not mirror:
         track = kb.id_column or "id"  # MindsDB: the KB's id_column, else `id`
         if await ctx.sources.has_column(query, track):
             partition = {"batch_size": AUTOBATCH_SIZE, "track_column": track}
-    given = InsertInput(query=query, options=options or None, partition=partition)
+    given = InsertInput(query=query, options=options or None, partition=partition, mirror=mirror or None)
     statement = insert.to_string()
     if partition is not None:
         job = await ctx.ingest.submit(project, name, given, wait=False, sql=statement, sql_database=db)
