@@ -236,8 +236,12 @@ async def test_refused_links_are_job_errors_with_the_reason(
     async def save(conn: Any, kb_id: int, urls: Iterable[Any]) -> None:
         list(urls)
 
+    async def save_source(conn: Any, kb_id: int, source: Any) -> None:
+        pass
+
     monkeypatch.setattr(crawl_source.crawl_state, "load", load)  # no database: nothing crawled before
     monkeypatch.setattr(crawl_source.crawl_state, "save", save)
+    monkeypatch.setattr(crawl_source.crawl_state, "save_source", save_source)
     source = UrlSource(False, resolver=resolver(), network=net)
     start = f"http://www.public.test:{private.port}/"
     given = InsertInput(urls=[start], crawl_depth=1)

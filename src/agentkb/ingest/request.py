@@ -36,6 +36,7 @@ class InsertInput:
     options: Any = None  # MindsDB's `INSERT ... USING kb_no_upsert / kb_skip_existing` (SQL only)
     partition: Any = None  # a partitioned insert: {batch_size, track_column, error} (SQL only)
     mirror: Any = None  # after the whole `query`, delete the documents it did not return (`ingest.mirror`)
+    recrawl: Any = None  # crawl the KB's URL sources again, removing gone pages (`SELECT kb_recrawl(...)`)
 
 
 class JobCancelled(Exception):
@@ -58,7 +59,7 @@ class Progress:
         self.counts["items_total"] = self.counts.get("items_total", 0) + n
 
     def removed(self, documents: int, chunks: int) -> None:
-        """Whole documents deleted by the insert (a mirrored insert's)."""
+        """Whole documents deleted by the insert (a mirrored insert's, a recrawl's gone pages)."""
         self.count("documents_deleted", documents)
         self.removed_chunks += chunks
 

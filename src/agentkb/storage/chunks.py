@@ -226,8 +226,7 @@ RETURNED_TABLE = "agentkb_returned_documents"  # the ids a mirrored insert's SEL
 
 
 async def create_seen_documents(conn: AsyncConnection, doc_ids: list[str], table: str = SEEN_TABLE) -> None:
-    """A temporary table of document ids (`SEEN_TABLE` or `RETURNED_TABLE`), dropped when the caller's
-    transaction ends, holding `doc_ids`."""
+    """A temporary table `table` of document ids, dropped when the caller's transaction ends, holding `doc_ids`."""
     await conn.execute(text(f"CREATE TEMPORARY TABLE {table} (doc_id text PRIMARY KEY) ON COMMIT DROP"))
     await add_seen_documents(conn, doc_ids, table)
 
@@ -266,9 +265,9 @@ async def _counted_delete(conn: AsyncConnection, delete: str, params: dict[str, 
 async def delete_documents_except(
     conn: AsyncConnection, table: str, keep: list[str] | None, keep_table: str | None = None
 ) -> tuple[int, int]:
-    """A mirrored insert's end: delete every document whose id is neither in `keep` nor (when given) in the
-    temporary table `keep_table`; (documents, chunks) deleted. One statement, an anti-join over the whole
-    chunk table, which is read sequentially (an insert's transaction turned sequential scans off)."""
+    """A mirrored insert's end: delete every document whose id is neither in `keep` nor in the temporary table
+    `keep_table`; (documents, chunks) deleted. One anti-join over the table, read sequentially (as the insert's
+    transaction turned sequential scans off)."""
     await conn.execute(text("SELECT set_config('enable_seqscan', 'on', true)"))
     kept = "EXISTS (SELECT 1 FROM unnest(CAST(:ids AS text[])) AS k(doc_id) WHERE k.doc_id = c.doc_id)"
     if keep_table is not None:

@@ -65,6 +65,7 @@ __all__ = [
     "check_target",
     "crawl",
     "extraction_pool",
+    "page_cap",
 ]
 
 DEFAULT_PAGE_LIMIT = 1_000
@@ -78,6 +79,11 @@ _EXTENSIONS = """
     webm webp woff woff2 xls xlsx xml xz zip
 """
 SKIPPED_EXTENSIONS = frozenset("." + ext for ext in _EXTENSIONS.split())  # links not followed, by name
+
+
+def page_cap(options: CrawlOptions) -> int:
+    """The most pages a crawl with `options` yields: a crawl that yields this many may have been cut short."""
+    return min(options.limit or DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT)
 
 
 async def crawl(
@@ -192,7 +198,7 @@ class _Crawl:
             raise CrawlError("page_timeout_s must be positive, max_redirects 0 or more", reason="options")
         self.options = options
         self.executor = executor
-        self.cap = min(options.limit or DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT)
+        self.cap = page_cap(options)
         self.starts: dict[str, None] = {}
         for url in options.urls:
             canonical = canonical_url(url) if isinstance(url, str) else None

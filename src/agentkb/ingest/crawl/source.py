@@ -3,6 +3,10 @@
 Validators of each URL (ETag, Last-Modified, content hash) are kept per knowledge base in `crawl_state`,
 written in the insert's own transaction; a recrawl sends conditional requests and an unchanged page
 costs nothing: a 304, or a page whose text hashes as before, leaves its document as it is.
+
+Each URL insert is kept as a source of the knowledge base (`crawl_state.save_source`: its start URLs and
+options); `SELECT kb_recrawl('<kb>')` (an insert with `recrawl`) crawls every source again the same way, and
+deletes the documents of the pages gone from their site (`Reach`), in the insert's transaction.
 """
 
 from __future__ import annotations
@@ -15,15 +19,27 @@ from typing import Any
 import httpcore
 
 from agentkb.errors import BadRequest
-from agentkb.ingest.crawl.crawler import CrawlOptions, Page, Resolver, Validators, check_target, crawl
-from agentkb.ingest.request import InsertInput, SourceRun
+from agentkb.ingest.crawl.crawler import (
+    MAX_SEEN_URLS,
+    CrawlOptions,
+    Page,
+    Resolver,
+    Skipped,
+    Validators,
+    check_target,
+    crawl,
+    page_cap,
+)
+from agentkb.ingest.crawl.fetch import Known
+from agentkb.ingest.request import InsertInput, Progress, SourceRun
 from agentkb.kb.documents import Document
 from agentkb.patterns import compile_regex
-from agentkb.storage import crawl_state
+from agentkb.storage import chunks, crawl_state
 
 PAGE_BATCH = 32
 DEFAULT_DEPTH = 1
 SKIP_REASONS = {"robots", "off-domain", "pattern", "type", "duplicate"}  # not failures: the crawl chose
+GONE = {"http 404", "http 410"}  # a page a recrawl finds gone from its site
 
 
 def _options(given: InsertInput, allow_private: bool) -> CrawlOptions:
@@ -110,8 +126,10 @@ class UrlSource:
         }
 
     async def documents(self, run: SourceRun) -> AsyncIterator[list[Document]]:
-        options = _options(run.given, self.allow_private)
-        progress = run.progress
+        """The pages of the insert's `urls`, or with `recrawl` those of every URL source the knowledge base
+        keeps (`crawl_state.sources`), each crawled as its last insert asked; then what the crawl saw of each
+        page is kept for the next one, and a URL insert is kept as a source (a recrawl deletes the pages
+        that are gone instead, see `Reach`)."""
         known = {
             url: Validators(c.etag, c.last_modified, c.content_hash)
             for url, c in (await crawl_state.load(run.conn, run.kb.id)).items()
@@ -120,14 +138,64 @@ class UrlSource:
         async def lookup(url: str) -> Validators | None:
             return known.get(url)
 
-        seen: list[Page] = []
+        reach: Reach | None = None
+        if run.given.recrawl:
+            stored = await crawl_state.sources(run.conn, run.kb.id)
+            given = [
+                InsertInput(urls=s.urls, limit=s.limit, crawl_depth=s.crawl_depth, filters=s.filters)
+                for s in stored
+            ]
+            reach = Reach(set(known))
+        else:
+            given = [run.given]
+        seen: dict[str, Page] = {}
+        for source in given:
+            options = _options(source, self.allow_private)
+            async for batch in self._pages(options, lookup, run.progress, seen, reach):
+                yield batch
+        await crawl_state.save(
+            run.conn,
+            run.kb.id,
+            (
+                crawl_state.CrawledUrl(p.url, p.etag, p.last_modified, p.content_hash, p.fetched_at)
+                for p in seen.values()
+            ),
+        )
+        if reach is None:
+            asked = run.given
+            urls = _options(asked, self.allow_private).urls
+            kept = crawl_state.CrawlSource(urls, asked.crawl_depth, asked.limit, asked.filters)
+            await crawl_state.save_source(run.conn, run.kb.id, kept)
+            return
+        removed = reach.removed()
+        run.progress.removed(*await chunks.delete_documents(run.conn, run.kb.storage_table, removed))
+        await crawl_state.forget(run.conn, run.kb.id, removed)
+
+    async def _pages(
+        self,
+        options: CrawlOptions,
+        lookup: Known,
+        progress: Progress,
+        seen: dict[str, Page],
+        reach: Reach | None,
+    ) -> AsyncIterator[list[Document]]:
+        """One crawl's new and changed pages as documents; every page it fetched goes in `seen` (a page an
+        earlier crawl of this insert fetched is left out)."""
         batch: list[Document] = []
-        pages = crawl(options, lookup, resolver=self.resolver, network=self.network)
-        async with aclosing(pages):  # closes the crawl (its client, its tasks) if this insert stops early
-            async for item in pages:
+        pages = items = 0
+        stream = crawl(options, lookup, resolver=self.resolver, network=self.network)
+        async with aclosing(stream):  # closes the crawl (its client, its tasks) if this insert stops early
+            async for item in stream:
+                items += 1
                 if isinstance(item, Page):
+                    pages += 1
+                    if reach is not None:
+                        reach.page(item.url)
+                    if item.url in seen:  # another source of this recrawl fetched it
+                        progress.count("items_skipped")
+                        continue
                     progress.add_items(1)
-                    seen.append(item)
+                    seen[item.url] = item
                     if item.not_modified:  # 304, or the same text as last time: its document stays as it is
                         progress.count("items_skipped_unchanged")
                         continue
@@ -138,17 +206,53 @@ class UrlSource:
                     if len(batch) >= PAGE_BATCH:
                         yield batch
                         batch = []
+                elif reach is not None and reach.skipped(item):
+                    progress.count("items_gone")
                 elif item.reason in SKIP_REASONS:
                     progress.count("items_skipped")
                 else:
                     progress.item_failed(item.url, f"{item.reason}: {item.detail}".rstrip(": "))
         if batch:
             yield batch
-        await crawl_state.save(
-            run.conn,
-            run.kb.id,
-            (
-                crawl_state.CrawledUrl(p.url, p.etag, p.last_modified, p.content_hash, p.fetched_at)
-                for p in seen
-            ),
-        )
+        if reach is not None:
+            reach.ended(options, pages, items)
+
+
+class Reach:
+    """What a recrawl saw of the pages crawled before it (`known`): those it reached, those that now answer
+    404 or 410 (gone), and whether every crawl ran to its end — neither cut short by its `limit` (nor by the
+    crawler's cap on the URLs it tracks) nor meeting a failure (a timeout, a 5xx, a refused address: a
+    page that failed hides the links it holds). Only then is a known page the crawls no longer reach gone
+    too; otherwise only the 404 and 410 pages are."""
+
+    def __init__(self, known: set[str]) -> None:
+        self.known = known
+        self.fetched: set[str] = set()  # pages fetched
+        self.reached: set[str] = set()  # pages fetched, and URLs skipped or failed
+        self.gone: set[str] = set()
+        self.complete = True
+
+    def page(self, url: str) -> None:
+        self.fetched.add(url)
+        self.reached.add(url)
+
+    def skipped(self, item: Skipped) -> bool:
+        """Note a URL the crawl did not fetch; True when it is a known page now gone."""
+        self.reached.add(item.url)
+        if item.reason in GONE:
+            if item.url in self.known:
+                self.gone.add(item.url)
+                return True
+        elif item.reason not in SKIP_REASONS:
+            self.complete = False
+        return False
+
+    def ended(self, options: CrawlOptions, pages: int, items: int) -> None:
+        """One crawl ended, having yielded `pages` pages and `items` pages and skipped URLs."""
+        if pages >= page_cap(options) or items >= MAX_SEEN_URLS:
+            self.complete = False
+
+    def removed(self) -> list[str]:
+        """The known pages to delete: gone, or (after complete crawls) no longer reached."""
+        removed = self.gone | (self.known - self.reached if self.complete else set())
+        return sorted(removed - self.fetched)

@@ -39,7 +39,7 @@ from agentkb.service.ingest.query_sources import check_whole_select
 from agentkb.service.ingest.writer import ChunkWriter
 from agentkb.service.jobs.runner import JobRunner
 from agentkb.service.platform import access
-from agentkb.storage import jobs
+from agentkb.storage import crawl_state, jobs
 from agentkb.storage import knowledge_bases as repo
 from agentkb.storage.db import Database
 from agentkb.storage.jobs import JobRow
@@ -90,6 +90,10 @@ class IngestService:
                 request[key] = check_dict(getattr(given, key), key)
         if given.mirror is not None and _mirrored(given):
             request["mirror"] = True
+        if given.recrawl is not None:
+            if request or "urls" not in self.document_sources:
+                raise BadRequest("A recrawl crawls the knowledge base's own URL sources, nothing else")
+            request["recrawl"] = True
         if not request:
             raise BadRequest(
                 "Nothing to insert: give 'rows', 'query', 'files' or 'urls'", title="Missing parameter"
@@ -122,6 +126,12 @@ class IngestService:
         # dropped meanwhile); forgetting old queries goes with the new one
         async with self.db.transaction() if sql is not None else self.db.autocommitted() as conn:
             kb = await kb_lookup.find(conn, project_name, kb_name)
+            if request.get("recrawl") and not await crawl_state.has_sources(conn, kb.id):
+                raise BadRequest(
+                    f"Knowledge base {project_name}.{kb_name} has no URL sources to recrawl: insert 'urls' "
+                    "into it first",
+                    title="Nothing to recrawl",
+                )
             if "params" in request:
                 kb_admin.check_secrets(kb, check_dict(request["params"], "params"))
                 stored = {"embedding_model": kb.embedding_model, "reranking_model": kb.reranking_model}
@@ -145,6 +155,15 @@ class IngestService:
             self.queued.set()
             return job
         return await self.runner.run_job(dataclasses.replace(job, request=request))
+
+    async def recrawl(
+        self, project_name: str, kb_name: str, *, sql: str | None = None, sql_database: str | None = None
+    ) -> JobRow:
+        """`SELECT kb_recrawl('<kb>')`: the knowledge base's URL sources (the start URLs and options of its
+        URL inserts) crawled again incrementally, in one job run in the request; pages gone from the site
+        are removed (`ingest.crawl.source`)."""
+        given = InsertInput(recrawl=True)
+        return await self.submit(project_name, kb_name, given, wait=True, sql=sql, sql_database=sql_database)
 
     async def insert(self, project_name: str, kb_name: str, given: InsertInput) -> IngestStats:
         """A synchronous insert; its work counts."""
@@ -170,7 +189,7 @@ class IngestService:
                 progress.add_items(len(given.rows))
                 await ingestor.run(row_batches(given.rows, spec))
             for key in ("files", "urls"):
-                if getattr(given, key) is not None:
+                if getattr(given, key) is not None or (key == "urls" and given.recrawl):
                     await ingestor.run(
                         self.document_sources[key].documents(SourceRun(conn, kb, given, spec, progress))
                     )

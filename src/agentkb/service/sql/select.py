@@ -22,6 +22,7 @@ from agentkb.ingest.files.tables import Tabular
 from agentkb.service.ingest.query_sources import FILES
 from agentkb.service.retrieval.search import KnowledgeBaseGone
 from agentkb.service.sql.context import SQLContext
+from agentkb.service.sql.recrawl import kb_recrawl
 from agentkb.service.sql.result import Result, jsonable, table
 from agentkb.sql import catalog, frames, plan, pushdown
 from agentkb.sql.frames import Frame
@@ -51,6 +52,8 @@ def needs_planner(select: ast.Select) -> bool:
 # --- the handlers -----------------------------------------------------------------------------------------
 async def select_statement(ctx: SQLContext, select: ast.Select, db: str, params: Params) -> Result:
     if select.from_table is None and (answer := await ctx.queries.service_function(select)):
+        return answer
+    if select.from_table is None and (answer := await kb_recrawl(ctx, select, db)):
         return answer
     if select.from_table is None:
         raise BadRequest("SELECT without FROM is not supported")

@@ -6,8 +6,9 @@ subqueries, UNION and grouped or ordered KB/file SELECTs (planned: `select`); SH
 KNOWLEDGE_BASES / AGENTS / TABLES (`show`); CREATE/DROP KNOWLEDGE_BASE, AGENT, DATABASE, PROJECT; ALTER
 AGENT, KNOWLEDGE_BASE, DATABASE; DESCRIBE; UPDATE and DELETE on a knowledge base (`ddl`); INSERT INTO <kb>
 SELECT ... [USING ...] / VALUES ..., DROP TABLE files.<name>, USE <database> (`insert`);
-`SELECT query_cancel(<id>)` (`queries`); EVALUATE KNOWLEDGE_BASE (`evaluate`). Anything else is an error
-naming the statement. Every statement first passes the SQL sandbox's name fence (`agentkb.sql.sandbox`).
+`SELECT query_cancel(<id>)` (`queries`); `SELECT kb_recrawl('<kb>')` (`recrawl`); EVALUATE KNOWLEDGE_BASE
+(`evaluate`). Anything else is an error naming the statement. Every statement first passes the SQL sandbox's
+name fence (`agentkb.sql.sandbox`).
 """
 
 from __future__ import annotations
