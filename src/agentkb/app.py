@@ -49,7 +49,12 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     shutdown: Shutdown = app.state.shutdown
     door: MCPDoor = app.state.mcp
     async with (
-        open_runtime(settings, run_worker=settings.worker_enabled, shutdown=shutdown) as services,
+        open_runtime(
+            settings,
+            run_worker=settings.worker_enabled,
+            run_scheduler=settings.scheduler_enabled,
+            shutdown=shutdown,
+        ) as services,
         door.running(),
     ):
         app.state.services = services
