@@ -27,6 +27,7 @@ from agentkb.api import (
     openai_compat,
     projects,
     sql,
+    sql_jobs,
     status,
     transfer,
 )
@@ -84,6 +85,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         knowledge_bases,
         transfer,
         jobs,
+        sql_jobs,
         databases,
         sql,
         files,
