@@ -9,6 +9,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -211,3 +212,80 @@ def test_jobs_statements_tables_and_errors(client: httpx.Client, unique: str) ->
     sql_ok(client, f"DROP JOB IF EXISTS nothing_{unique}")
     assert "LAST" in sql_error(client, "SELECT * FROM information_schema.jobs WHERE name > LAST")
     sql_ok(client, f"DROP JOB {job}")
+
+
+def test_mindsdb_sdk_jobs(
+    base_url: str, client: httpx.Client, unique: str, sqlite_notes: tuple[str, Path]
+) -> None:
+    """The MindsDB Python SDK's `project.jobs`, unchanged: create (string and `with` forms), list, get,
+    get_history, drop."""
+    mindsdb_sdk = pytest.importorskip("mindsdb_sdk", reason="install the dev extra: pip install -e '.[dev]'")
+    source, _ = sqlite_notes
+    project = mindsdb_sdk.connect(base_url).get_project("mindsdb")
+    name, later = f"sdk_job_{unique}", f"sdk_later_{unique}"
+    job = project.jobs.create(name, query_str=f"SELECT * FROM {source}.notes", repeat_min=60)
+    assert job is not None and job.name == name and job.schedule_str == "every 60 minutes"
+    assert job.query_str == f"SELECT * FROM {source}.notes"
+    with project.jobs.create(later, start_at=datetime(2999, 1, 1), repeat_str="2 hours") as built:
+        built.add_query(f"SELECT id FROM {source}.notes")
+        built.add_query("SELECT 1 FROM information_schema.jobs")
+    assert built.next_run_at == "2999-01-01 00:00:00.000000" and built.schedule_str == "every 2 hours"
+    names = {j.name for j in project.jobs.list()}
+    assert {name, later} <= names
+    assert (
+        project.jobs.get(later).query_str
+        == f"SELECT id FROM {source}.notes; SELECT 1 FROM information_schema.jobs"
+    )
+
+    def finished() -> Any:
+        frame = project.jobs.get(name).get_history()
+        return [frame] if len(frame) and frame["RUN_END"].notna().all() else None
+
+    [history] = wait_for(finished, "the SDK job's first run")
+    assert list(history["STATE"]) == ["succeeded"] and history["ERROR"].isna().all()
+    project.jobs.drop(name)
+    project.jobs.drop(later)
+    with pytest.raises(AttributeError):
+        project.jobs.get(name)
+
+
+def test_jobs_rest(client: httpx.Client, unique: str) -> None:
+    """MindsDB's REST for jobs, and agentkb's run-now."""
+    base = "/api/projects/mindsdb/jobs"
+    name = f"rest_job_{unique}"
+    created = client.post(
+        base,
+        json={
+            "job": {
+                "name": name,
+                "query": "SELECT 1 FROM information_schema.jobs",
+                "start_at": "2999-01-01",
+                "schedule_str": "every 1 day",
+            }
+        },
+    )
+    assert created.status_code == 200, created.text
+    record = created.json()
+    assert record["name"] == name and record["next_run_at"] == "2999-01-01 00:00:00.000000"
+    assert record["schedule_str"] == "every 1 days" and record["running"] is False
+    assert client.get(f"{base}/{name}").json()["id"] == record["id"]
+    assert name in [j["name"] for j in client.get(base).json()]
+    assert client.post(base, json={"job": {"name": name, "query": "SELECT 1"}}).status_code == 409
+    bad = client.post(
+        base, json={"name": f"x_{unique}", "query": "SELECT 1", "schedule_str": "every blue moon"}
+    )
+    assert bad.status_code == 400 and "schedule" in bad.json()["detail"]
+    assert client.post(base, json={"job": {"name": f"x_{unique}"}}).status_code == 400
+
+    ran = client.post(f"{base}/{name}/run")  # due now: the scheduler runs it within moments
+    assert ran.status_code == 200
+    runs_ = wait_for(
+        lambda: [r for r in client.get(f"{base}/{name}/history").json() if r["run_end"]], "the run"
+    )
+    assert runs_[0]["state"] == "succeeded" and runs_[0]["query"] == "SELECT 1 FROM information_schema.jobs"
+    after = client.get(f"{base}/{name}").json()
+    assert after["next_run_at"] > "2999-01-01"  # the schedule goes on from its grid
+    assert client.delete(f"{base}/{name}").status_code == 204
+    assert client.get(f"{base}/{name}").status_code == 404
+    assert client.delete(f"{base}/{name}").status_code == 404
+    assert client.get("/api/projects/nope_project/jobs").status_code == 404

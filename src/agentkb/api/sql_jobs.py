@@ -106,12 +106,12 @@ def run_record(run: SQLJobRunRow) -> dict[str, Any]:
     }
 
 
-@router.get("", response_model=list[JobRecord], responses=problems(400, 403, 404))
+@router.get("", response_model=list[JobRecord], responses=problems(400, 404))
 async def list_jobs(project_name: str, services: ServicesDep) -> Any:
     return JSON([job_record(job) for job in await services.sql_jobs.list(project_name)])
 
 
-@router.post("", response_model=JobRecord, responses=problems(400, 403, 404, 409))
+@router.post("", response_model=JobRecord, responses=problems(400, 404, 409))
 async def create_job(project_name: str, body: JobRequest, services: ServicesDep) -> Any:
     fields = body.job or body
     if fields.name is None or fields.query is None:
@@ -129,18 +129,18 @@ async def create_job(project_name: str, body: JobRequest, services: ServicesDep)
     return JSON(job_record(await services.sql_jobs.create(project_name, given)))
 
 
-@router.get("/{job_name}", response_model=JobRecord, responses=problems(400, 403, 404))
+@router.get("/{job_name}", response_model=JobRecord, responses=problems(400, 404))
 async def get_job(project_name: str, job_name: str, services: ServicesDep) -> Any:
     return JSON(job_record(await services.sql_jobs.get(project_name, job_name)))
 
 
-@router.delete("/{job_name}", status_code=204, responses=problems(400, 403, 404))
+@router.delete("/{job_name}", status_code=204, responses=problems(400, 404))
 async def delete_job(project_name: str, job_name: str, services: ServicesDep) -> Response:
     await services.sql_jobs.drop(project_name, job_name)
     return Response(status_code=204)
 
 
-@router.get("/{job_name}/history", response_model=list[JobRunRecord], responses=problems(400, 403, 404))
+@router.get("/{job_name}/history", response_model=list[JobRunRecord], responses=problems(400, 404))
 async def job_history(
     project_name: str,
     job_name: str,
@@ -153,7 +153,7 @@ async def job_history(
     return JSON([run_record(run) for run in await services.sql_jobs.history(project_name, job_name, limit)])
 
 
-@router.post("/{job_name}/run", response_model=JobRecord, responses=problems(400, 403, 404))
+@router.post("/{job_name}/run", response_model=JobRecord, responses=problems(400, 404))
 async def run_job(project_name: str, job_name: str, services: ServicesDep) -> Any:
     """Make the job due now (agentkb's): a scheduler runs it within moments; its schedule goes on after."""
     return JSON(job_record(await services.sql_jobs.run_now(project_name, job_name)))
