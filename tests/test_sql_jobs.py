@@ -283,6 +283,9 @@ def test_jobs_rest(client: httpx.Client, unique: str) -> None:
         lambda: [r for r in client.get(f"{base}/{name}/history").json() if r["run_end"]], "the run"
     )
     assert runs_[0]["state"] == "succeeded" and runs_[0]["query"] == "SELECT 1 FROM information_schema.jobs"
+    metrics = client.get("/metrics").text
+    assert 'agentkb_sql_job_runs_total{state="succeeded"}' in metrics
+    assert "agentkb_sql_job_lag_seconds_count" in metrics and "agentkb_sql_jobs_behind_seconds" in metrics
     after = client.get(f"{base}/{name}").json()
     assert after["next_run_at"] > "2999-01-01"  # the schedule goes on from its grid
     assert client.delete(f"{base}/{name}").status_code == 204
