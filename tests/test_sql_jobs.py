@@ -209,6 +209,10 @@ def test_jobs_statements_tables_and_errors(client: httpx.Client, unique: str) ->
         client, f"CREATE JOB x_{unique} (SELECT 1) START '2999-01-02' END '2999-01-01' EVERY hour"
     )
     assert "does not exist" in sql_error(client, f"DROP JOB nothing_{unique}")
+    # a job's text is stored and shown: no secret may be in it
+    secret = "CREATE DATABASE d WITH ENGINE = 'postgres', PARAMETERS = {\"user\": \"u\", \"password\": \"hunter2\"}"
+    assert "carries a secret" in sql_error(client, f"CREATE JOB x_{unique} ({secret})")
+    assert "hunter2" not in str(sql_rows(client, "SELECT * FROM information_schema.jobs"))
     sql_ok(client, f"DROP JOB IF EXISTS nothing_{unique}")
     assert "LAST" in sql_error(client, "SELECT * FROM information_schema.jobs WHERE name > LAST")
     sql_ok(client, f"DROP JOB {job}")

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from mindsdb_sql_parser import parse_sql
 
 from agentkb.errors import BadRequest, Conflict, NotFound
+from agentkb.secrecy import mask_text
 from agentkb.service.catalog.projects import resolve
 from agentkb.service.platform import access
 from agentkb.sql import schedule
@@ -44,7 +45,16 @@ def job_not_found(name: str) -> NotFound:
 
 
 def _check_statements(text: str, what: str) -> None:
-    """Each statement must parse (template variables blanked), as MindsDB checks at CREATE JOB."""
+    """Each statement must parse (template variables blanked), as MindsDB checks at CREATE JOB; and none may
+    carry a secret: a job's text is stored and shown as it is (`jobs.QUERY`), so a password or API key in it
+    would be kept in clear."""
+    if mask_text(text) != text:
+        raise BadRequest(
+            f"The job's {what} carries a secret (a password, API key or token), and a job's statements are "
+            "stored and shown as written: create the data source, knowledge base or agent once, outside the "
+            "job, and name it in the job",
+            title="Invalid job",
+        )
     for sql in schedule.split_statements(text):
         try:
             parse_sql(schedule.without_variables(sql))
