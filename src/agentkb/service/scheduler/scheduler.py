@@ -2,8 +2,9 @@
 process runs each tick (`storage.sql_jobs.claim`: row lock, lease, next tick planned in the claim's
 transaction), so a tick runs once however many processes poll.
 
-- **When it looks**: at the earliest planned run (read after each pass, at most `poll_s` away), and at once
-  when this process creates a job or is asked to run one now (`SQLJobCatalog.changed`).
+- **When it looks**: at the earliest planned run (read after each pass, at most `poll_s` away), at once
+  when this process creates a job or is asked to run one now (`SQLJobCatalog.changed`), and when one of its
+  runs ends (that job's next tick may have come meanwhile).
 - **A missed tick** (the servers were down): one run, then the next tick on the job's grid after now.
 - **No overlap**: a job with a run in progress is not due; a tick that passes meanwhile runs once after it.
 - **Limits**: at most `concurrency` runs at once in a process; a run longer than `run_timeout_s` is
@@ -74,6 +75,7 @@ class Scheduler:
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.running: set[asyncio.Task[None]] = set()
         self.runs_ended = 0
+        self.run_ended = asyncio.Event()  # a run of this process ended: its job may be due again
 
     # -- the loop -----------------------------------------------------------------------------------------
     async def work(self, stop: asyncio.Event | None = None) -> None:
@@ -83,6 +85,8 @@ class Scheduler:
         try:
             while not stop.is_set():
                 wait_s = self.poll_s
+                self.catalog.changed.clear()  # what happens from here on wakes the sleep below
+                self.run_ended.clear()
                 try:
                     await self.start_due()
                     async with self.db.connect() as conn:
@@ -101,8 +105,9 @@ class Scheduler:
                 await asyncio.gather(*self.running, return_exceptions=True)
 
     async def _sleep(self, stop: asyncio.Event, wait_s: float) -> None:
-        self.catalog.changed.clear()
-        waiters = {asyncio.ensure_future(self.catalog.changed.wait()), asyncio.ensure_future(stop.wait())}
+        """Until `wait_s` passes, a job is created or asked to run here, a run ends here, or `stop`."""
+        events = (self.catalog.changed, self.run_ended, stop)
+        waiters = {asyncio.ensure_future(event.wait()) for event in events}
         try:
             await asyncio.wait(waiters, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -197,6 +202,7 @@ class Scheduler:
         finally:
             beater.cancel()
             await lease.aclose()
+            self.run_ended.set()
 
     async def _beat(
         self, job_id: int, run_id: int, dropped: asyncio.Event, runner: asyncio.Task[None] | None
