@@ -210,7 +210,7 @@ def test_jobs_statements_tables_and_errors(client: httpx.Client, unique: str) ->
     )
     assert "does not exist" in sql_error(client, f"DROP JOB nothing_{unique}")
     # a job's text is stored and shown: no secret may be in it
-    secret = "CREATE DATABASE d WITH ENGINE = 'postgres', PARAMETERS = {\"user\": \"u\", \"password\": \"hunter2\"}"
+    secret = 'CREATE DATABASE d WITH ENGINE = \'postgres\', PARAMETERS = {"user": "u", "password": "hunter2"}'
     assert "carries a secret" in sql_error(client, f"CREATE JOB x_{unique} ({secret})")
     assert "hunter2" not in str(sql_rows(client, "SELECT * FROM information_schema.jobs"))
     sql_ok(client, f"DROP JOB IF EXISTS nothing_{unique}")
@@ -295,4 +295,9 @@ def test_jobs_rest(client: httpx.Client, unique: str) -> None:
     assert client.delete(f"{base}/{name}").status_code == 204
     assert client.get(f"{base}/{name}").status_code == 404
     assert client.delete(f"{base}/{name}").status_code == 404
+    # a new job of the same name starts with no runs (SQL's jobs_history keeps the old one's, by name)
+    again = client.post(base, json={"job": {"name": name, "query": "SELECT 1", "start_at": "2999-01-01"}})
+    assert again.status_code == 200 and client.get(f"{base}/{name}/history").json() == []
+    assert sql_rows(client, f"SELECT STATE FROM jobs_history WHERE name = '{name}'") == [{"STATE": "succeeded"}]
+    assert client.delete(f"{base}/{name}").status_code == 204
     assert client.get("/api/projects/nope_project/jobs").status_code == 404

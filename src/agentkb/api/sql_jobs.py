@@ -148,9 +148,8 @@ async def job_history(
     limit: int = Query(100, ge=1, le=1000, description="Newest first."),
 ) -> Any:
     """The job's runs, newest first (404 for a job that does not exist now; SQL's `jobs_history` keeps the
-    runs of dropped jobs)."""
-    await services.sql_jobs.get(project_name, job_name)
-    return JSON([run_record(run) for run in await services.sql_jobs.history(project_name, job_name, limit)])
+    runs of dropped jobs, by name)."""
+    return JSON([run_record(run) for run in await services.sql_jobs.runs(project_name, job_name, limit)])
 
 
 @router.post("/{job_name}/run", response_model=JobRecord, responses=problems(400, 404))

@@ -64,8 +64,7 @@ def job_view(job: SQLJobRow, last: SQLJobRunRow | None = None) -> dict[str, Any]
 
 async def _runs(request: Request, project: str, job: SQLJobRow, limit: int) -> list[SQLJobRunRow]:
     """The job's runs, newest first (not those of a dropped job of the same name)."""
-    runs = await services_of(request).sql_jobs.history(project, job.name, limit)
-    return [run for run in runs if run.job_id == job.id]
+    return await services_of(request).sql_jobs.runs(project, job.name, limit)
 
 
 @router.get("")

@@ -95,9 +95,10 @@ def parse_date(text: str, what: str) -> datetime:
 
 
 def next_tick(start: datetime, every: Every, after: datetime) -> datetime:
-    """The first tick `start + k * period` (k >= 1) later than `after` (and later than `start`)."""
+    """The first tick `start + k * period` (k >= 0) later than `after`: `start` itself while it is ahead (a
+    job run before its START, on request, still runs at START)."""
     if after < start:
-        return start + every.step()
+        return start
     if every.unit == "months":
         months = (after.year - start.year) * 12 + (after.month - start.month)
         k = max(1, months)

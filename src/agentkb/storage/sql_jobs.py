@@ -166,10 +166,13 @@ async def run_now(conn: AsyncConnection, job_id: int) -> SQLJobRow | None:
 
 
 async def history(
-    conn: AsyncConnection, projects: list[str] | None, name: str | None, limit: int
+    conn: AsyncConnection, projects: list[str] | None, name: str | None, limit: int, job_id: int | None = None
 ) -> list[SQLJobRunRow]:
-    """Runs, newest first: of the given projects (None: all), of one job name when `name` is given."""
+    """Runs, newest first: of the given projects (None: all), of one job name when `name` is given (dropped
+    jobs of that name included, as MindsDB's jobs_history), of one job when `job_id` is."""
     clauses = []
+    if job_id is not None:
+        clauses.append("job_id = :job_id")
     if projects is not None:
         clauses.append("project_name = ANY(:projects)")
     if name is not None:
@@ -177,7 +180,7 @@ async def history(
     where = f"WHERE {' AND '.join(clauses)} " if clauses else ""
     rows = await conn.execute(
         text(f"SELECT {_RUN_COLUMNS} FROM sql_job_runs {where}ORDER BY id DESC LIMIT :limit"),
-        {"projects": projects, "name": name, "limit": limit},
+        {"projects": projects, "name": name, "limit": limit, "job_id": job_id},
     )
     return [_run(r) for r in rows.mappings()]
 

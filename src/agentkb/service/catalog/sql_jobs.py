@@ -154,6 +154,14 @@ class SQLJobCatalog:
             rows = await sql_jobs.history(conn, projects, name.lower() if name else None, limit)
         return [row for row in rows if access.allowed(row.project_name)]
 
+    async def runs(
+        self, project_name: str, name: str, limit: int = MAX_HISTORY
+    ) -> builtins.list[SQLJobRunRow]:
+        """The runs of the job named so now (not of an earlier, dropped job of the same name), newest first."""
+        job = await self.get(project_name, name)
+        async with self.db.read() as conn:
+            return await sql_jobs.history(conn, None, None, limit, job_id=job.id)
+
     async def run_now(self, project_name: str, name: str) -> SQLJobRow:
         """Make the job due now (a job already running runs again once that run ends)."""
         access.require_write("running a job")
