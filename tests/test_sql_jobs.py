@@ -6,6 +6,7 @@ Nothing here is timed: each test waits (generously) for the runs it needs, read 
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -298,6 +299,35 @@ def test_jobs_rest(client: httpx.Client, unique: str) -> None:
     # a new job of the same name starts with no runs (SQL's jobs_history keeps the old one's, by name)
     again = client.post(base, json={"job": {"name": name, "query": "SELECT 1", "start_at": "2999-01-01"}})
     assert again.status_code == 200 and client.get(f"{base}/{name}/history").json() == []
-    assert sql_rows(client, f"SELECT STATE FROM jobs_history WHERE name = '{name}'") == [{"STATE": "succeeded"}]
+    assert sql_rows(client, f"SELECT STATE FROM jobs_history WHERE name = '{name}'") == [
+        {"STATE": "succeeded"}
+    ]
     assert client.delete(f"{base}/{name}").status_code == 204
     assert client.get("/api/projects/nope_project/jobs").status_code == 404
+
+
+def test_a_job_runs_any_statement_in_order(
+    client: httpx.Client, stub: OpenAIStub, unique: str, sqlite_notes: tuple[str, Path]
+) -> None:
+    """A job of several statements: a KB insert from a data source, a DELETE on the KB, then an EVALUATE
+    of it, run in order in one run."""
+    source, _ = sqlite_notes
+    kb, job = f"multi_kb_{unique}", f"multi_{unique}"
+    stub_kb(client, kb, stub)
+    tests = [{"question": "note number 3", "doc_id": "3"}, {"question": "note number 1", "doc_id": "1"}]
+    upload = client.put(
+        f"/api/files/qa_{unique}", files={"file": ("qa.json", json.dumps(tests), "application/json")}
+    )
+    assert upload.status_code == 200, upload.text
+    sql_ok(
+        client,
+        f"CREATE JOB {job} (INSERT INTO {kb} SELECT id, body AS content FROM {source}.notes; "
+        f"DELETE FROM {kb} WHERE id = 1; EVALUATE KNOWLEDGE_BASE {kb} USING test_table = files.qa_{unique})",
+    )
+    [run] = wait_for(lambda: runs(client, job), "its run")
+    assert run["STATE"] == "succeeded", run
+    assert [s.split()[0] for s in run["QUERY"].split("; ")] == ["INSERT", "DELETE", "EVALUATE"]
+    assert set(documents(client, kb)) == {"2", "3"}
+    [evaluation] = client.get(f"/api/projects/mindsdb/knowledge_bases/{kb}/evaluations").json()
+    assert evaluation["metrics"]["total"] == 2 and evaluation["metrics"]["total_found"] == 1, evaluation
+    client.delete(f"/api/files/qa_{unique}")
