@@ -30,6 +30,7 @@ BENCHMARKS = (  # `python -m bench <name>`, and `all` in this order
     "agent",
     "peer",
     "search100k",
+    "jobs",
 )
 RESULTS = Path(__file__).parent / "results"
 CACHE = Path(__file__).parent / ".cache"

@@ -17,12 +17,14 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 import psutil
 
+from agentkb.timestamps import timestamp
 from bench.server import stop
 from tests.conftest import free_port
 from tests.openai_stub import OpenAIStub
@@ -200,6 +202,9 @@ def test_two_servers_two_workers_one_tcp_postgres() -> None:
         )
         assert r.status_code == 201, r.text
         all_jobs: dict[str, set[str]] = {}  # job id -> the ids of the rows it inserts
+        # a scheduled job ticking every second while all of this runs: four schedulers claim its ticks
+        ticking = {"query": "CREATE JOB ticking (SELECT 1 FROM information_schema.jobs) EVERY 1 second"}
+        assert a.post("/api/sql/query", json=ticking).json()["type"] == "ok"
 
         # An upload through one server, on its host, is read by the other server and by a worker (other hosts).
         csv = "id,content\n" + "".join(f"file{i},uploaded row {i} about beavers\n" for i in range(6))
@@ -239,6 +244,13 @@ def test_two_servers_two_workers_one_tcp_postgres() -> None:
         assert taken_over["attempts"] == 2 and taken_over["worker"] != running[victim_job]["worker"], (
             taken_over
         )
+
+        # Each tick of the scheduled job ran once, by whichever process claimed it (a run the killed worker held
+        # was taken over and its tick served again: that tick's first run is closed as failed)
+        runs = b.get(f"{P}/jobs/ticking/history", params={"limit": 1000}).json()
+        served_ticks = [r["tick_at"] for r in runs if r["state"] == "succeeded"]
+        assert len(served_ticks) >= 3 and len(served_ticks) == len(set(served_ticks)), runs
+        assert all(r["state"] in ("succeeded", "failed", "running") for r in runs), runs
 
         # Eight clients: async inserts and searches, alternating between the two servers.
         failures: list[str] = []
@@ -309,16 +321,12 @@ def test_two_servers_two_workers_one_tcp_postgres() -> None:
 
 def test_serve_workers_shares_the_embedded_postgres(data_dir: Path) -> None:
     """`serve --workers 2`: two processes on one port and the embedded PostgreSQL the parent runs; what one
-    process writes the other reads; `/metrics` counts for both; SIGTERM stops all of it."""
+    process writes the other reads; `/metrics` counts for both; a scheduled job's ticks each run once;
+    SIGTERM stops all of it. Started again after its job's ticks were missed: the schedule is kept, and the
+    missed ticks run once."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    log = data_dir / "serve.txt"
-    with log.open("wb") as out:
-        parent = subprocess.Popen(
-            [sys.executable, "-m", "agentkb", "serve", "--data-dir", str(data_dir), "--port", str(port),
-             "--workers", "2"],
-            env=_env(), stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+    parent, log = _serve_workers(data_dir, port)
     try:
         _wait_ready(parent, url, log)
         servers = [c for c in psutil.Process(parent.pid).children() if "spawn_main" in " ".join(c.cmdline())]
@@ -333,6 +341,14 @@ def test_serve_workers_shares_the_embedded_postgres(data_dir: Path) -> None:
             names = {a["name"] for a in client.get(f"{P}/agents").json()}
             assert {f"agent{i}" for i in range(20)} <= names
             metrics = client.get("/metrics").text
+            for statement in (
+                "CREATE JOB ticking (SELECT 1 FROM information_schema.jobs) EVERY 1 second",
+                "CREATE JOB later (SELECT 1) START '2999-01-01' EVERY 1 day",
+            ):
+                assert client.post("/api/sql/query", json={"query": statement}).json()["type"] == "ok"
+            runs = _job_runs(client, "ticking", 4)
+            ticks = [r["tick_at"] for r in runs]
+            assert len(ticks) == len(set(ticks)), runs  # two schedulers, each tick once
         created = re.findall(
             r'agentkb_http_requests_total\{method="POST",route="[^"]*agents",status="201"\} (\S+)', metrics
         )
@@ -341,6 +357,46 @@ def test_serve_workers_shares_the_embedded_postgres(data_dir: Path) -> None:
     finally:
         parent.send_signal(signal.SIGTERM)
         assert parent.wait(timeout=120) == 0, log.read_text(errors="replace")
+    stopped_at = timestamp(datetime.now(UTC))
     assert not _postgres_running(data_dir / "pg"), "embedded PostgreSQL left running"
     assert not any(s.is_running() for s in servers)
     assert not list(data_dir.glob("metrics-*"))  # the multiprocess metrics directory is removed
+
+    time.sleep(3)  # ticks pass while nothing runs
+    parent, log = _serve_workers(data_dir, port)
+    try:
+        _wait_ready(parent, url, log)
+        with _client(url) as client:
+            assert client.get(f"{P}/jobs/later").json()["next_run_at"] == "2999-01-01 00:00:00.000000"
+            runs = [r for r in _job_runs(client, "ticking", len(runs) + 2) if r["run_start"] > stopped_at]
+            first = runs[0]
+            missed = [r for r in runs if r["tick_at"] < first["run_start"]]
+            assert missed == [first], runs  # the ticks missed while stopped: one run
+    finally:
+        parent.send_signal(signal.SIGTERM)
+        assert parent.wait(timeout=120) == 0, log.read_text(errors="replace")
+
+
+def _serve_workers(data_dir: Path, port: int) -> tuple[subprocess.Popen[bytes], Path]:
+    log = data_dir / "serve.txt"
+    with log.open("ab") as out:
+        parent = subprocess.Popen(
+            [sys.executable, "-m", "agentkb", "serve", "--data-dir", str(data_dir), "--port", str(port),
+             "--workers", "2"],
+            env=_env(), stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    return parent, log
+
+
+def _job_runs(client: httpx.Client, name: str, at_least: int) -> list[dict[str, Any]]:
+    """The job's ended runs, oldest first, once there are `at_least` of them."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        runs = [
+            r for r in client.get(f"{P}/jobs/{name}/history", params={"limit": 1000}).json() if r["run_end"]
+        ]
+        if len(runs) >= at_least:
+            assert all(r["state"] == "succeeded" for r in runs), runs
+            return sorted(runs, key=lambda r: r["run_start"])
+        assert time.monotonic() < deadline, runs
+        time.sleep(0.2)

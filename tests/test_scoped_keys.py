@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -218,6 +219,9 @@ def write_requests(world: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]
             {"json": {"database": {"parameters": {"db_file": "/etc/passwd"}}}},
         ),
         ("DELETE", f"/api/databases/{world['ds']}", {}),
+        ("POST", f"{base}/jobs", {"json": {"job": {"name": "intruder", "query": "SELECT 1"}}}),
+        ("POST", f"{base}/jobs/any_job/run", {}),
+        ("DELETE", f"{base}/jobs/any_job", {}),
     ]
 
 
@@ -242,6 +246,8 @@ def sql_writes(world: dict[str, Any]) -> list[str]:
         f"DROP TABLE files.{world['file']}",
         f"EVALUATE KNOWLEDGE_BASE {alpha}.kb USING test_table = 'files.{world['file']}'",
         "SELECT query_cancel(1)",
+        f"CREATE JOB {alpha}.intruder (SELECT 1)",
+        f"DROP JOB IF EXISTS {alpha}.any_job",
     ]
 
 
@@ -446,3 +452,32 @@ def test_services_refuse_for_the_principal_in_context(app: ServedApp, world: dic
 
 async def _no_principal() -> Principal | None:
     return access.current()
+
+
+def test_a_project_keys_job_runs_in_the_keys_scope(app: ServedApp, world: dict[str, Any]) -> None:
+    """A job acts for the key that created it: a project key's job reaches its project only, also in its
+    scheduled runs (which no request carries)."""
+    alpha, beta, tag = world["alpha"], world["beta"], world["tag"]
+    with client(app, world["keys"]["alpha"]) as c:
+        assert sql(c, f"CREATE JOB {beta}.j_{tag} (SELECT 1)")["type"] == "error"  # not its project
+        own = f"SELECT id FROM {alpha}.kb WHERE content = 'penguins' LIMIT 1"
+        other = f"SELECT id FROM {beta}.kb WHERE content = 'penguins' LIMIT 1"
+        source = f"SELECT * FROM {world['ds']}.animals"
+        for name, query in (("own", own), ("other", other), ("source", source)):
+            made = c.post(
+                f"/api/projects/{alpha}/jobs", json={"job": {"name": f"{name}_{tag}", "query": query}}
+            )
+            assert made.status_code == 200, made.text
+        with client(app, world["keys"]["full"]) as full:
+            deadline = time.monotonic() + 60
+            while True:
+                answer = sql(full, f"SELECT * FROM log.jobs_history WHERE project = '{alpha}'")
+                found = [dict(zip(answer["column_names"], row, strict=True)) for row in answer["data"]]
+                runs = {r["NAME"]: r for r in found if r["RUN_END"] is not None}
+                if {f"own_{tag}", f"other_{tag}", f"source_{tag}"} <= set(runs):
+                    break
+                assert time.monotonic() < deadline, runs
+                time.sleep(0.2)
+    assert runs[f"own_{tag}"]["STATE"] == "succeeded", runs
+    for name in (f"other_{tag}", f"source_{tag}"):
+        assert runs[name]["STATE"] == "failed" and "limited to the project(s)" in runs[name]["ERROR"], runs

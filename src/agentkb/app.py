@@ -27,6 +27,7 @@ from agentkb.api import (
     openai_compat,
     projects,
     sql,
+    sql_jobs,
     status,
     transfer,
 )
@@ -49,7 +50,12 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     shutdown: Shutdown = app.state.shutdown
     door: MCPDoor = app.state.mcp
     async with (
-        open_runtime(settings, run_worker=settings.worker_enabled, shutdown=shutdown) as services,
+        open_runtime(
+            settings,
+            run_worker=settings.worker_enabled,
+            run_scheduler=settings.scheduler_enabled,
+            shutdown=shutdown,
+        ) as services,
         door.running(),
     ):
         app.state.services = services
@@ -79,6 +85,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         knowledge_bases,
         transfer,
         jobs,
+        sql_jobs,
         databases,
         sql,
         files,

@@ -90,6 +90,24 @@ jobs = Gauge(
     multiprocess_mode="mostrecent",
 )
 
+# scheduled SQL jobs, MindsDB's JOBS (agentkb.service.scheduler)
+sql_job_runs = Counter(
+    "agentkb_sql_job_runs",
+    "Runs of scheduled jobs this process ended, by state: succeeded, failed, skipped (the job's IF found "
+    "nothing) or handed_back (the server stopped during the run).",
+    ["state"],
+)
+sql_job_lag = Histogram(
+    "agentkb_sql_job_lag_seconds",
+    "How late each run started: from the tick it serves to its start.",
+    buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0),
+)
+sql_job_behind = Gauge(
+    "agentkb_sql_jobs_behind_seconds",
+    "How far the most overdue job not yet started is behind its schedule (0: none; read at scrape time).",
+    multiprocess_mode="mostrecent",
+)
+
 # model calls (agentkb.kb.embedders.base, agentkb.agents.providers.base)
 embedding_requests = Histogram(
     "agentkb_embedding_request_duration_seconds",

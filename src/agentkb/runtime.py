@@ -30,9 +30,10 @@ log = logging.getLogger("agentkb")
 
 @asynccontextmanager
 async def open_runtime(
-    settings: Settings, *, run_worker: bool, shutdown: Shutdown | None = None
+    settings: Settings, *, run_worker: bool, run_scheduler: bool = False, shutdown: Shutdown | None = None
 ) -> AsyncIterator[Services]:
-    """Open everything; on exit (or as soon as `shutdown` begins, for the worker) close it in order."""
+    """Open everything; on exit (or as soon as `shutdown` begins, for the worker and the scheduler) close it
+    in order. `run_worker`: the ingestion worker runs in this process; `run_scheduler`: the jobs' scheduler."""
     shutdown = shutdown or Shutdown()
     logs.mask_records()
     box = await asyncio.to_thread(open_secret_box, settings)
@@ -53,6 +54,7 @@ async def open_runtime(
     )
     services: Services | None = None
     worker_task: asyncio.Task[None] | None = None
+    scheduler_task: asyncio.Task[None] | None = None
     drain_task: asyncio.Task[None] | None = None
     http_client = create_async_httpx2_client(transport=guarded_httpx2_transport())
     try:
@@ -73,8 +75,12 @@ async def open_runtime(
             worker_task = asyncio.create_task(
                 services.jobs.work(shutdown.stopping), name="agentkb-ingest-worker"
             )
+        if run_scheduler:
+            scheduler_task = asyncio.create_task(
+                services.scheduler.work(shutdown.stopping), name="agentkb-job-scheduler"
+            )
         drain_task = asyncio.create_task(
-            _stop_worker_on_shutdown(services, worker_task, settings.shutdown_grace_s),
+            _stop_worker_on_shutdown(services, worker_task, scheduler_task, settings.shutdown_grace_s),
             name="agentkb-shutdown",
         )
         yield services
@@ -112,15 +118,29 @@ def open_secret_box(settings: Settings) -> secrecy.SecretBox:
 
 
 async def _stop_worker_on_shutdown(
-    services: Services, worker_task: asyncio.Task[None] | None, grace_s: float
+    services: Services,
+    worker_task: asyncio.Task[None] | None,
+    scheduler_task: asyncio.Task[None] | None,
+    grace_s: float,
 ) -> None:
     """Once shutdown begins: the worker claims nothing more, its running job is cancelled (the job's
-    transaction rolls back) and handed back to the queue, then job event streams may end. Each step gets
-    a quarter of the grace period; one that overruns is left (a job not handed back is taken over once its
-    heartbeat is stale)."""
+    transaction rolls back) and handed back to the queue, then job event streams may end; the scheduler's
+    running job runs are cancelled and handed back the same way. Each step gets a quarter of the grace
+    period; one that overruns is left (a job not handed back is taken over once its heartbeat is stale)."""
     shutdown = services.shutdown
     await shutdown.stopping.wait()
     step_s = grace_s / 4
+    try:
+        if scheduler_task is not None:
+            scheduler_task.cancel()
+            done, _ = await asyncio.wait({scheduler_task}, timeout=step_s)
+            if done:
+                async with asyncio.timeout(step_s):
+                    await services.scheduler.hand_back()
+            else:
+                log.warning("the job scheduler did not stop within %.1f s", step_s)
+    except Exception:
+        log.exception("could not hand the running job runs back")
     try:
         if worker_task is not None:
             worker_task.cancel()
@@ -196,7 +216,9 @@ async def run_worker(settings: Settings) -> None:
         sig: signal.signal(sig, lambda sig, _frame: guard(sig)) for sig in (signal.SIGINT, signal.SIGTERM)
     }
     try:
-        async with open_runtime(settings, run_worker=True, shutdown=shutdown) as services:
+        async with open_runtime(
+            settings, run_worker=True, run_scheduler=settings.scheduler_enabled, shutdown=shutdown
+        ) as services:
             log.info("ingestion worker %s started", services.jobs.worker_id)
             await shutdown.stopping.wait()
     finally:

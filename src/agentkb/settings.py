@@ -195,6 +195,24 @@ class Settings(BaseSettings):
             "one is marked failed."
         ),
     )
+    scheduler_enabled: bool = Field(
+        default=True,
+        description=(
+            "Run the scheduler of jobs (`CREATE JOB`, [jobs](jobs.md)) in this process (`serve` and `worker`); any number "
+            "of processes may: each tick runs once."
+        ),
+    )
+    scheduler_poll_s: float = Field(
+        default=1.0, gt=0, description="The scheduler looks for due jobs at least this often (seconds)."
+    )
+    job_run_timeout_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description="A scheduled job's run still going after this long (seconds) is stopped and fails.",
+    )
+    job_run_concurrency: int = Field(
+        default=4, ge=1, description="Scheduled job runs one process runs at the same time, at most."
+    )
     autobatch_inserts: bool = Field(
         default=False,
         description=(

@@ -11,6 +11,7 @@ import typer
 from agentkb import __version__
 from agentkb.cli.evaluate import evaluate
 from agentkb.cli.ingest import ingest
+from agentkb.cli.jobs import jobs
 from agentkb.cli.keys import keys, with_services
 from agentkb.cli.mcp import mcp
 from agentkb.cli.secret_key import rotate_secret
@@ -147,6 +148,7 @@ app.command("export")(export)
 app.command("import")(import_)
 keys.command("rotate-secret")(rotate_secret)
 app.add_typer(keys, name="keys")
+app.add_typer(jobs, name="jobs")
 
 
 @app.command()

@@ -12,7 +12,7 @@ from pathlib import Path
 from fastapi import APIRouter, FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from agentkb.console import agents, data_sources, ingest, knowledge_bases, login
+from agentkb.console import agents, data_sources, ingest, jobs, knowledge_bases, login
 from agentkb.console.session import LOGIN_PATH, PREFIX, ConsoleSession
 
 STATIC_DIR = Path(__file__).parent / "static"
@@ -22,7 +22,7 @@ PUBLIC_PATHS = frozenset(
 )
 
 router = APIRouter()
-for module in (login, agents, knowledge_bases, ingest, data_sources):
+for module in (login, agents, knowledge_bases, ingest, data_sources, jobs):
     router.include_router(module.router, include_in_schema=False)
 
 

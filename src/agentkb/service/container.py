@@ -22,6 +22,7 @@ from agentkb.service.catalog import (
     KnowledgeBaseAdmin,
     KnowledgeBaseService,
     ProjectService,
+    SQLJobCatalog,
     TransferService,
 )
 from agentkb.service.ingest import (
@@ -34,6 +35,7 @@ from agentkb.service.ingest import (
 from agentkb.service.jobs import JobService
 from agentkb.service.platform import AuthService, HealthService, LoginThrottle, MetricsService, Shutdown
 from agentkb.service.retrieval import EvaluateService, KBSelect, SearchService
+from agentkb.service.scheduler import Scheduler, SQLJobRunner
 from agentkb.service.sql import SQLContext, SQLService, SQLTables, statement_handlers
 from agentkb.settings import Settings
 from agentkb.storage.db import Database
@@ -63,6 +65,8 @@ class Services:
     chat: ChatService  # agents as OpenAI chat models (`/v1`)
     mcp: MCPService  # what the MCP server adds: every project's KBs, fenced read-only SQL
     transfer: TransferService
+    sql_jobs: SQLJobCatalog  # MindsDB's JOBS: the records
+    scheduler: Scheduler  # and their runs
 
     async def aclose(self) -> None:
         """Give back what the services hold (data-source engines, embedder and search HTTP clients), store the
@@ -138,6 +142,7 @@ def build_services(
         heartbeat_s=settings.job_heartbeat_s,
     )
     projects = ProjectService(db, settings.default_project)
+    sql_jobs = SQLJobCatalog(db)
     kb_select = KBSelect(search)  # KB SELECTs: the SQL endpoint's and the agents' KB tools'
     completions = CompletionService(
         db, agent_service, kb_select, data_sources, kb_service, settings, http_client, files=files
@@ -154,6 +159,7 @@ def build_services(
         completions=completions,
         ingest=ingest,
         sources=query_sources,
+        sql_jobs=sql_jobs,
         autobatch=settings.autobatch_inserts,
     )
     # EVALUATE reads and writes its test tables through an endpoint of its own, which has no EVALUATE
@@ -185,4 +191,15 @@ def build_services(
         chat=ChatService(projects, agent_service, completions),
         mcp=MCPService(projects, kb_service, search, kb_select, data_sources, files),
         transfer=TransferService(db, box=box, max_inflated_bytes=settings.max_import_inflated_bytes),
+        sql_jobs=sql_jobs,
+        scheduler=Scheduler(
+            db,
+            sql_jobs,
+            SQLJobRunner(sql),
+            poll_s=settings.scheduler_poll_s,
+            heartbeat_s=settings.job_heartbeat_s,
+            stale_after_s=settings.job_stale_after_s,
+            run_timeout_s=settings.job_run_timeout_s,
+            concurrency=settings.job_run_concurrency,
+        ),
     )

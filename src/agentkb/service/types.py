@@ -15,6 +15,7 @@ from agentkb.storage.files import FileRow
 from agentkb.storage.jobs import JobRow
 from agentkb.storage.knowledge_bases import KnowledgeBaseRow
 from agentkb.storage.projects import Project
+from agentkb.storage.sql_jobs import SQLJobRow, SQLJobRunRow
 
 __all__ = [
     "DEFAULT_ALPHA",
@@ -39,6 +40,8 @@ __all__ = [
     "Output",
     "Principal",
     "Project",
+    "SQLJobRow",
+    "SQLJobRunRow",
     "SearchOptions",
     "Start",
     "Step",

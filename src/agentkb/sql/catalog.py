@@ -14,6 +14,7 @@ from mindsdb_sql_parser import ast
 from agentkb import patterns
 from agentkb.errors import BadRequest
 from agentkb.secrecy import mask_secrets
+from agentkb.timestamps import optional_timestamp, timestamp
 
 Rows = list[dict[str, Any]]
 
@@ -33,6 +34,59 @@ KB_COLUMNS = [
 # the model, prompt_template and data included, as MindsDB stores them), then agentkb's MODEL_NAME (MindsDB
 # 25.14's), PROVIDER, DATA and PROMPT_TEMPLATE.
 AGENT_COLUMNS = ["NAME", "PROJECT", "MODEL", "PARAMS", "MODEL_NAME", "PROVIDER", "DATA", "PROMPT_TEMPLATE"]
+
+# MindsDB's JOBS and jobs_history columns; the history's TICK_AT (the tick a run served: MindsDB's RUN_START),
+# STATE and INGEST_JOBS (the ingestion jobs its inserts ran as) are agentkb's
+JOB_COLUMNS = [
+    "NAME",
+    "PROJECT",
+    "START_AT",
+    "END_AT",
+    "NEXT_RUN_AT",
+    "SCHEDULE_STR",
+    "QUERY",
+    "IF_QUERY",
+    "VARIABLES",
+]
+JOB_HISTORY_COLUMNS = [
+    "NAME",
+    "PROJECT",
+    "RUN_START",
+    "RUN_END",
+    "ERROR",
+    "QUERY",
+    "TICK_AT",
+    "STATE",
+    "INGEST_JOBS",
+]
+
+
+def job_row(job: Any) -> dict[str, Any]:
+    return {
+        "NAME": job.name,
+        "PROJECT": job.project_name,
+        "START_AT": timestamp(job.start_at),
+        "END_AT": optional_timestamp(job.end_at),
+        "NEXT_RUN_AT": optional_timestamp(job.next_run_at),
+        "SCHEDULE_STR": job.schedule_str,
+        "QUERY": job.query,
+        "IF_QUERY": job.if_query,
+        "VARIABLES": job.variables,
+    }
+
+
+def run_row(run: Any) -> dict[str, Any]:
+    return {
+        "NAME": run.job_name,
+        "PROJECT": run.project_name,
+        "RUN_START": timestamp(run.run_start),
+        "RUN_END": optional_timestamp(run.run_end),
+        "ERROR": run.error,
+        "QUERY": run.query,
+        "TICK_AT": timestamp(run.tick_at),
+        "STATE": run.state,
+        "INGEST_JOBS": list(run.ingest_job_ids),
+    }
 
 
 def like(value: Any, pattern: str) -> bool:

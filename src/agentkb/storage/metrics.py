@@ -1,4 +1,5 @@
-"""What `/metrics` reads from the database at scrape time: ingestion jobs by state, and the pool's use."""
+"""What `/metrics` reads from the database at scrape time: ingestion jobs by state, how far scheduled jobs
+are behind, and the pool's use."""
 
 from __future__ import annotations
 
@@ -14,6 +15,17 @@ async def job_counts(conn: AsyncConnection) -> dict[str, int]:
     counts = dict.fromkeys(JOB_STATES, 0)
     counts.update({str(state): int(n) for state, n in rows})
     return counts
+
+
+async def sql_jobs_behind_s(conn: AsyncConnection) -> float:
+    """Seconds the most overdue scheduled job not yet started is behind its tick (0 when none is)."""
+    found = await conn.execute(
+        text(
+            "SELECT coalesce(extract(epoch FROM now() - min(next_run_at)), 0) FROM sql_jobs "
+            "WHERE running_run_id IS NULL AND next_run_at < now()"
+        )
+    )
+    return max(float(found.scalar_one()), 0.0)
 
 
 def pool_use(engine: AsyncEngine) -> tuple[int, int, int]:

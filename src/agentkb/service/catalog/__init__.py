@@ -1,6 +1,6 @@
 """What exists: projects, agents, knowledge bases (their records and settings), data sources, uploaded files,
-a knowledge base's export and import (`transfer`), the one lookup of a KB by name (`kb_lookup`) and what
-of a record may be shown (`shown`)."""
+a knowledge base's export and import (`transfer`), scheduled jobs' records (`sql_jobs`), the one lookup of a
+KB by name (`kb_lookup`) and what of a record may be shown (`shown`)."""
 
 from agentkb.service.catalog.agents import PROVIDERS, AgentInput, AgentService
 from agentkb.service.catalog.data_sources import DataSourceService, is_system
@@ -16,6 +16,7 @@ from agentkb.service.catalog.kb_admin import KnowledgeBaseAdmin, settings_only
 from agentkb.service.catalog.knowledge_bases import KnowledgeBaseInput, KnowledgeBaseService
 from agentkb.service.catalog.projects import ProjectService
 from agentkb.service.catalog.shown import fit_to_show
+from agentkb.service.catalog.sql_jobs import JobInput, SQLJobCatalog, job_not_found
 from agentkb.service.catalog.transfer import SECRET_FIELDS, TransferService
 
 __all__ = [
@@ -26,16 +27,19 @@ __all__ = [
     "BlobWriter",
     "DataSourceService",
     "FileService",
+    "JobInput",
     "KnowledgeBaseAdmin",
     "KnowledgeBaseInput",
     "KnowledgeBaseService",
     "ProjectService",
+    "SQLJobCatalog",
     "StagedBlob",
     "TransferService",
     "archive_kind",
     "check_file_name",
     "file_exists",
     "fit_to_show",
+    "job_not_found",
     "is_system",
     "settings_only",
 ]

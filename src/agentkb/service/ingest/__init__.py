@@ -4,8 +4,15 @@ merges of new chunks into the HNSW index (`vector_merge`)."""
 
 from agentkb.service.ingest.partitions import PartitionedInserts
 from agentkb.service.ingest.query_sources import QuerySources
-from agentkb.service.ingest.service import IngestService
+from agentkb.service.ingest.service import IngestService, started_jobs
 from agentkb.service.ingest.vector_merge import VectorIndexMerger
 from agentkb.service.ingest.writer import ChunkWriter
 
-__all__ = ["ChunkWriter", "IngestService", "PartitionedInserts", "QuerySources", "VectorIndexMerger"]
+__all__ = [
+    "ChunkWriter",
+    "IngestService",
+    "PartitionedInserts",
+    "QuerySources",
+    "VectorIndexMerger",
+    "started_jobs",
+]

@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -45,6 +47,19 @@ from agentkb.storage.db import Database
 from agentkb.storage.jobs import JobRow
 from agentkb.storage.knowledge_bases import KnowledgeBaseRow
 from agentkb.validation import check_dict, check_storable
+
+_started: ContextVar[list[str] | None] = ContextVar("agentkb_started_jobs", default=None)
+
+
+@contextmanager
+def started_jobs() -> Iterator[list[str]]:
+    """The ids of the ingestion jobs submitted inside the block (a scheduled job's run links its inserts)."""
+    collected: list[str] = []
+    token = _started.set(collected)
+    try:
+        yield collected
+    finally:
+        _started.reset(token)
 
 
 class IngestService:
@@ -151,6 +166,8 @@ class IngestService:
                 sql=sql,
                 sql_database=sql_database,
             )
+        if (collected := _started.get()) is not None:
+            collected.append(job.id)
         if not wait:
             self.queued.set()
             return job

@@ -27,9 +27,11 @@ class MetricsService:
         try:
             async with self.db.connect() as conn:
                 counts = await store.job_counts(conn)
+                behind = await store.sql_jobs_behind_s(conn)
         except Exception as exc:  # a scrape must not fail because PostgreSQL is away
             log.warning("metrics: could not count jobs: %s", exc)
         else:
             for state, n in counts.items():
                 metrics.jobs.labels(state).set(n)
+            metrics.sql_job_behind.set(behind)
         return metrics.render()

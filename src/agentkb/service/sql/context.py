@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from agentkb.service.catalog.kb_admin import KnowledgeBaseAdmin
     from agentkb.service.catalog.knowledge_bases import KnowledgeBaseService
     from agentkb.service.catalog.projects import ProjectService
+    from agentkb.service.catalog.sql_jobs import SQLJobCatalog
     from agentkb.service.ingest.query_sources import QuerySources
     from agentkb.service.ingest.service import IngestService
     from agentkb.service.retrieval.kb_select import KBSelect
@@ -49,6 +50,7 @@ class SQLContext:
         completions: CompletionService,
         ingest: IngestService,
         sources: QuerySources,
+        sql_jobs: SQLJobCatalog,
         autobatch: bool = False,
     ) -> None:
         self.projects = projects
@@ -62,6 +64,7 @@ class SQLContext:
         self.completions = completions
         self.ingest = ingest
         self.sources = sources  # an insert's SELECT: uploaded files or a data source
+        self.sql_jobs = sql_jobs  # MindsDB's JOBS (records; the scheduler runs them)
         self.autobatch = autobatch  # partition inserts whose source has the KB's id column
         self.agent_sql = AgentStatements(agents=agents, completions=completions)
         self.queries = SQLQueries(ingest)
@@ -124,10 +127,12 @@ class SQLContext:
             rows, columns = await self.agent_rows(None), catalog.AGENT_COLUMNS
         elif name == "queries":
             rows, columns = await self.queries.rows(), QUERY_COLUMNS
+        elif name == "jobs":
+            rows, columns = await self.job_rows(None), catalog.JOB_COLUMNS
         else:
             raise BadRequest(
                 f"Unknown table information_schema.{name}; available: databases, knowledge_bases, agents, "
-                "queries"
+                "queries, jobs"
             )
         names, data = catalog.select_rows(select, columns, rows)
         return table(names, data, db=db)
@@ -149,6 +154,14 @@ class SQLContext:
         for name in projects:
             rows += [catalog.agent_row(agent, name) for agent in await self.agents.list(name)]
         return rows
+
+    async def job_rows(self, project: str | None) -> catalog.Rows:
+        """MindsDB's `jobs` rows: of one project, or of every visible one."""
+        return [catalog.job_row(job) for job in await self.sql_jobs.list(project)]
+
+    async def job_history_rows(self, project: str | None) -> catalog.Rows:
+        """MindsDB's `jobs_history` rows, newest first."""
+        return [catalog.run_row(run) for run in await self.sql_jobs.history(project)]
 
     async def vector_tables(self, database: str) -> list[str] | None:
         """`SHOW TABLES FROM agentkb_pgvector` (the STORAGE every knowledge base names): their chunk tables;

@@ -21,6 +21,7 @@ from agentkb.errors import BadRequest, NotFound
 from agentkb.ingest.files.tables import Tabular
 from agentkb.service.ingest.query_sources import FILES
 from agentkb.service.retrieval.search import KnowledgeBaseGone
+from agentkb.service.sql import jobs
 from agentkb.service.sql.context import SQLContext
 from agentkb.service.sql.recrawl import kb_recrawl
 from agentkb.service.sql.result import Result, jsonable, table
@@ -63,12 +64,16 @@ async def select_statement(ctx: SQLContext, select: ast.Select, db: str, params:
     if parts[0].lower() == "information_schema" and len(parts) == 2:
         return await ctx.information_schema(select, parts[1].lower(), db)
     namespace, name = two_part(select.from_table, db) if len(parts) <= 2 else (parts[0], parts[1])
+    if namespace.lower() == "log" and name.lower() == "jobs_history":  # MindsDB's log database
+        return await jobs.history_table(ctx, select, db)
     known = ctx.search.cached(namespace.lower(), name)  # a KB searched before: its search validates it
     if known is not None or await ctx.is_project(namespace):
         project = namespace.lower()
         try:  # one lookup: a knowledge base, else an agent
             kb = known or await ctx.search.knowledge_base(project, name)
         except NotFound:
+            if name.lower() in jobs.PROJECT_TABLES:  # a project's jobs / jobs_history (a KB may shadow them)
+                return await jobs.project_table(ctx, select, project, name.lower(), db)
             columns, rows = await ctx.agent_sql.select(select, project, name)
             return table(columns, rows)
         if needs_planner(select):  # GROUP BY, aggregates, ORDER BY, expressions: DuckDB

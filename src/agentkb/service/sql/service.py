@@ -22,13 +22,13 @@ from mindsdb_sql_parser.ast import mindsdb
 
 from agentkb.errors import BadRequest
 from agentkb.service.platform import access
-from agentkb.service.sql import ddl, insert, select, show
+from agentkb.service.sql import ddl, insert, jobs, select, show
 from agentkb.service.sql.context import SQLContext
 from agentkb.service.sql.evaluate import EvaluateStatement
 from agentkb.service.sql.handlers import HandlerTable
 from agentkb.service.sql.result import Result, statement_kind
+from agentkb.sql import last, sandbox
 from agentkb.sql import params as sql_params
-from agentkb.sql import sandbox
 from agentkb.sql.kbquery import strip_wrappers
 from agentkb.sql.parametrize import parametrize
 from agentkb.sql.statements import StatementCache
@@ -64,6 +64,8 @@ def statement_handlers(*, evaluations: EvaluateService | None) -> HandlerTable:
     table.register(ast.Insert, insert.insert)
     table.register(ast.DropTables, insert.drop_tables)
     table.register(ast.Use, insert.use)
+    table.register(mindsdb.CreateJob, jobs.create_job)
+    table.register(mindsdb.DropJob, jobs.drop_job)
     if evaluations is not None:
         table.register(mindsdb.EvaluateKnowledgeBase, EvaluateStatement(evaluations))
     return table
@@ -82,16 +84,33 @@ class SQLService:
         return asdict(parametrize(query))
 
     async def execute(self, sql: str, db: str, params: Mapping[str, Any] | None = None) -> Result:
-        try:
-            statement = self.statements.parse(strip_wrappers(sql))
-        except Exception as exc:  # the parser raises many kinds of errors
-            raise BadRequest(f"Invalid SQL: {exc}") from exc
+        statement = self.parse(sql)
         if sql_params.needs_binding(sql, params):
             sql_params.bind(statement, params)  # `:name` and `@name`, as MindsDB binds them
+        if last.contains_last(statement):
+            raise BadRequest(
+                "LAST reads the rows past the previous run of a job: use it in a CREATE JOB's statements",
+                title="Invalid LAST",
+            )
+        return await self.execute_statement(statement, db, params, sql)
+
+    def parse(self, sql: str) -> Any:
+        try:
+            return self.statements.parse(strip_wrappers(sql))
+        except Exception as exc:  # the parser raises many kinds of errors
+            raise BadRequest(f"Invalid SQL: {exc}") from exc
+
+    async def execute_statement(
+        self, statement: Any, db: str, params: Mapping[str, Any] | None = None, sql: str | None = None
+    ) -> Result:
+        """A parsed statement (a job's, its LAST resolved): sandboxed, scope-checked, dispatched."""
         sandbox.check_statement(statement)  # no file, network, settings or table function, on any path
         handler = self.handlers.get(statement)
         if handler is None:
-            raise BadRequest(f"Unsupported statement: {type(statement).__name__} ({sql.strip()[:80]})")
+            text = (sql or statement.to_string()).strip()[:80]
+            raise BadRequest(f"Unsupported statement: {type(statement).__name__} ({text})")
+        if last.contains_last(statement):
+            raise BadRequest(last.WHERE_TO_USE, title="Invalid LAST")
         if not isinstance(statement, READ_STATEMENTS):
             access.require_write(f"SQL {statement_kind(statement)}")
         result = await handler(self.context, statement, db, params)

@@ -1,4 +1,4 @@
-"""`SHOW DATABASES | SCHEMAS | KNOWLEDGE_BASES | AGENTS | PROJECTS | [FULL] TABLES [FROM …] [LIKE …] [WHERE …]`."""
+"""`SHOW DATABASES | SCHEMAS | KNOWLEDGE_BASES | AGENTS | PROJECTS | JOBS | [FULL] TABLES [FROM …] [LIKE …] [WHERE …]`."""
 
 from __future__ import annotations
 
@@ -28,6 +28,8 @@ async def show(ctx: SQLContext, show: ast.Show, db: str, params: Any) -> Result:
         rows, columns = await ctx.agent_rows(db), catalog.AGENT_COLUMNS
     elif category in ("TABLES", "FULL_TABLES"):
         return await _show_tables(ctx, show, db)
+    elif category == "JOBS":  # every visible project's; `WHERE project = ...` narrows it
+        rows, columns = await ctx.job_rows(None), catalog.JOB_COLUMNS
     elif category == "PROJECTS":
         rows, columns = [{"NAME": p.name} for p in await ctx.projects.list()], ["NAME"]
     else:
