@@ -212,7 +212,7 @@ def test_recrawl_refusals(client: httpx.Client, unique: str, served: ServedApp) 
 def test_migration_takes_sources_from_earlier_url_inserts(
     client: httpx.Client, unique: str, stub: OpenAIStub, site: ChangingSite, pg_url: str
 ) -> None:
-    """Knowledge bases crawled before 0019 have no `crawl_sources`: upgrading takes them from their succeeded
+    """Knowledge bases crawled before 0020 have no `crawl_sources`: upgrading takes them from their succeeded
     URL inserts (the latest of each set of start URLs), keyed as new inserts key them."""
     from agentkb.storage.crawl_state import source_key
     from agentkb.storage.migrate import upgrade
@@ -238,7 +238,7 @@ def test_migration_takes_sources_from_earlier_url_inserts(
         conn.execute(
             "DELETE FROM crawl_sources WHERE kb_id = (SELECT id FROM knowledge_bases WHERE name = %s)", (kb,)
         )
-        conn.execute("UPDATE alembic_version SET version_num = '0018_api_key_scopes'")
+        conn.execute("UPDATE alembic_version SET version_num = '0019_sql_jobs'")
     upgrade(pg_url)
     with psycopg.connect(pg_url) as conn:
         assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == (head,)

@@ -81,7 +81,7 @@ class CrawlSource:
 
 def source_key(urls: Iterable[str]) -> str:
     """A source's key: its set of start URLs (an insert of the same URLs replaces the source's options). The
-    same text as migration 0019 computes for the sources it takes from earlier jobs."""
+    same text as migration 0020 computes for the sources it takes from earlier jobs."""
     return hashlib.md5("\n".join(sorted(set(urls))).encode()).hexdigest()
 
 

@@ -4,14 +4,14 @@ URLs joined by newlines; a later insert of the same URLs replaces the options). 
 inserts recorded in `ingest_jobs`, the latest one of each set of URLs. Written to be run again over a
 database that has the table already (`IF NOT EXISTS`, `ON CONFLICT DO NOTHING`).
 
-Revision ID: 0019_crawl_sources
-Revises: 0018_api_key_scopes
+Revision ID: 0020_crawl_sources
+Revises: 0019_sql_jobs
 """
 
 from alembic import op
 
-revision = "0019_crawl_sources"
-down_revision = "0018_api_key_scopes"
+revision = "0020_crawl_sources"
+down_revision = "0019_sql_jobs"
 branch_labels = None
 depends_on = None
 
