@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -244,3 +245,35 @@ def test_migration_takes_sources_from_earlier_url_inserts(
         assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == (head,)
         assert conn.execute(query, (kb,)).fetchall() == saved
     assert recrawl(client, kb)["PAGES_FAILED"] == 2  # both sources crawled again: /Zeta, /alpha are 404s
+
+
+def test_a_scheduled_recrawl_follows_the_site(
+    client: httpx.Client, unique: str, stub: OpenAIStub, site: ChangingSite
+) -> None:
+    """`CREATE JOB … (SELECT kb_recrawl('<kb>')) EVERY 1 second`: the KB follows the site without a person —
+    a changed page's new text arrives, a removed page's document goes."""
+    kb, job = f"sched_recrawl_{unique}", f"recrawl_job_{unique}"
+    crawled_kb(client, kb, stub, site)
+    url = site.url
+    assert f"{url}/gone.html" in documents(client, kb)
+    r = client.post(
+        "/api/sql/query", json={"query": f"CREATE JOB {job} (SELECT kb_recrawl('{kb}')) EVERY 1 second"}
+    )
+    assert r.json()["type"] == "ok", r.text
+    with site.changes:
+        site.pages["/change.html"] = "zebra crossing page"
+        del site.pages["/gone.html"]
+        site.linked.remove("/gone.html")
+    deadline = time.monotonic() + 60
+    while True:
+        found = documents(client, kb)
+        if "zebra" in found.get(f"{url}/change.html", "") and f"{url}/gone.html" not in found:
+            break
+        assert time.monotonic() < deadline, found.keys()
+        time.sleep(0.2)
+    runs = client.get(f"{P}/jobs/{job}/history").json()
+    assert all(r["state"] in ("succeeded", "running") for r in runs), runs
+    assert any(r["ingest_jobs"] for r in runs if r["state"] == "succeeded"), (
+        runs
+    )  # each run is an ingestion job
+    assert client.delete(f"{P}/jobs/{job}").status_code == 204

@@ -210,6 +210,8 @@ def test_jobs_statements_tables_and_errors(client: httpx.Client, unique: str) ->
         client, f"CREATE JOB x_{unique} (SELECT 1) START '2999-01-02' END '2999-01-01' EVERY hour"
     )
     assert "does not exist" in sql_error(client, f"DROP JOB nothing_{unique}")
+    mirrored_last = f"INSERT INTO k_{unique} SELECT id FROM s.t WHERE id > LAST USING mirror = true"
+    assert "mirror cannot be used with LAST" in sql_error(client, f"CREATE JOB x_{unique} ({mirrored_last})")
     # a job's text is stored and shown: no secret may be in it
     secret = 'CREATE DATABASE d WITH ENGINE = \'postgres\', PARAMETERS = {"user": "u", "password": "hunter2"}'
     assert "carries a secret" in sql_error(client, f"CREATE JOB x_{unique} ({secret})")

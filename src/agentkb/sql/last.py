@@ -117,6 +117,26 @@ def _and(left: Any, right: Any) -> Any:
     return ast.BinaryOperation(op="and", args=[left, right])
 
 
+def _flag(value: Any) -> bool:
+    value = value.value if isinstance(value, ast.Constant) else value
+    return value is True or value == 1 or (isinstance(value, str) and value.lower() == "true")
+
+
+def check_not_mirrored(statement: Any) -> None:
+    """A mirrored insert (`USING mirror = true`) deletes the documents its SELECT does not return, so its SELECT
+    must be the whole source: LAST, which narrows it to the rows since the previous run, is refused with it
+    (here, before LAST is resolved into constants the insert could no longer tell apart)."""
+    if not isinstance(statement, ast.Insert) or not contains_last(statement):
+        return
+    using = getattr(statement.from_select, "using", None) or {}
+    if any(str(key).lower() == "mirror" and _flag(value) for key, value in using.items()):
+        raise BadRequest(
+            "USING mirror cannot be used with LAST: a SELECT of the rows since the last run is not the whole "
+            "source, and the documents it does not return would be deleted",
+            title="Invalid LAST",
+        )
+
+
 @dataclass
 class Resolved:
     """The statement with LAST resolved, and the values to keep if the run succeeds."""
@@ -131,6 +151,7 @@ async def resolve(statement: Any, prefix: str, stored: dict[str, Any], max_of: M
     returns its one value."""
     if not contains_last(statement):
         return Resolved(statement, {})
+    check_not_mirrored(statement)
     select = _select_of(statement)
     if (
         select is None

@@ -19,7 +19,7 @@ from agentkb.errors import BadRequest, Conflict, NotFound
 from agentkb.secrecy import mask_text
 from agentkb.service.catalog.projects import resolve
 from agentkb.service.platform import access
-from agentkb.sql import schedule
+from agentkb.sql import last, schedule
 from agentkb.storage import sql_jobs
 from agentkb.storage.db import Database
 from agentkb.storage.sql_jobs import SQLJobRow, SQLJobRunRow
@@ -57,9 +57,10 @@ def _check_statements(text: str, what: str) -> None:
         )
     for sql in schedule.split_statements(text):
         try:
-            parse_sql(schedule.without_variables(sql))
+            statement = parse_sql(schedule.without_variables(sql))
         except Exception as exc:  # the parser raises many kinds of errors
             raise BadRequest(f"Unable to parse the job's {what}: {sql}: {exc}", title="Invalid job") from exc
+        last.check_not_mirrored(statement)
 
 
 class SQLJobCatalog:
