@@ -1,14 +1,15 @@
 """The jobs' scheduler: how late a scheduled run starts after its tick, idle and under load.
 
-A server (`agentkb serve`, `--workers` processes, the embedded PostgreSQL) gets `--jobs` sync jobs, each
-`INSERT INTO kb_i SELECT id, body AS content FROM src.notes WHERE id > LAST` every second from a SQLite data
-source to which a writer adds `--rows-per-s` rows (each job embeds them with the instant stub embedder).
+For each count of `--jobs`, a fresh server (`agentkb serve`, `--workers` processes, the embedded PostgreSQL)
+gets that many sync jobs, each `INSERT INTO kb_i SELECT id, body AS content FROM src.notes WHERE id > LAST`
+every second from a SQLite data source to which a writer adds `--rows-per-s` rows (each job embeds them
+with the instant stub embedder).
 Two phases of `--duration` seconds: idle (only the jobs), then under load (`--clients` threads each
 searching a KB and inserting 50-row batches into another, without pause). For each phase: the runs that
 started in it, their lag (the run's start minus its tick: `jobs_history.RUN_START - TICK_AT`) at p50, p95
 and max, their duration, and whether any tick ran twice (it must not).
 
-    python -m bench jobs [--jobs 8] [--duration 20] [--clients 8] [--rows-per-s 20] [--workers 1] [--quick]
+    python -m bench jobs [--jobs 2,8] [--duration 20] [--clients 8] [--rows-per-s 20] [--workers 1] [--quick]
 """
 
 from __future__ import annotations
@@ -89,28 +90,15 @@ def _phase(client: httpx.Client, jobs: list[str], since: dt.datetime, until: dt.
     }
 
 
-def main(argv: list[str]) -> None:
+def _measure(
+    n_jobs: int, duration: float, args: argparse.Namespace, texts: list[str]
+) -> tuple[list[dict[str, Any]], int]:
+    """One server with `n_jobs` jobs: the idle phase's row, the load phase's row, and the load's errors."""
     from bench.server import agentkb_server
     from bench.stubs import bench_stub
 
-    parser = argparse.ArgumentParser(prog="python -m bench jobs", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--jobs", type=int, help="sync jobs, each every second (default 8; --quick 4)")
-    parser.add_argument("--duration", type=float, help="seconds per phase (default 20; --quick 8)")
-    parser.add_argument("--clients", type=int, default=8, help="load clients in the second phase")
-    parser.add_argument("--rows-per-s", type=float, default=20.0, help="rows added to the source per second")
-    parser.add_argument("--workers", type=int, default=1, help="`agentkb serve --workers`")
-    parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args(argv)
-    n_jobs = args.jobs or (4 if args.quick else 8)
-    duration = args.duration or (8.0 if args.quick else 20.0)
-    texts = TextGenerator(seed=7).texts(500, chars=300)
-    print(
-        f"jobs: {n_jobs} jobs every second, {duration:g}s idle then {duration:g}s under {args.clients} clients"
-    )
-    with (
-        bench_stub() as stub,
-        agentkb_server(args=["--workers", str(args.workers)] if args.workers > 1 else []) as server,
-    ):
+    serve_args = ["--workers", str(args.workers)] if args.workers > 1 else []
+    with bench_stub() as stub, agentkb_server(args=serve_args) as server:
         base = str(server)
         source_dir = server.data_dir / "databases"  # the data-source directory (AGENTKB_DATA_SOURCE_FILE_DIR)
         source_dir.mkdir(parents=True, exist_ok=True)
@@ -126,15 +114,13 @@ def main(argv: list[str]) -> None:
             )
             model = stub.embedding_model()
             jobs = [f"sync_{i}" for i in range(n_jobs)]
-            for i in range(n_jobs):
-                kb = {"knowledge_base": {"name": f"kb_{i}", "embedding_model": model}}
-                check(client.post(f"{P}/knowledge_bases", json=kb))
-            check(
-                client.post(
-                    f"{P}/knowledge_bases",
-                    json={"knowledge_base": {"name": "load_kb", "embedding_model": model}},
+            for name in [*(f"kb_{i}" for i in range(n_jobs)), "load_kb"]:
+                check(
+                    client.post(
+                        f"{P}/knowledge_bases",
+                        json={"knowledge_base": {"name": name, "embedding_model": model}},
+                    )
                 )
-            )
             for i, name in enumerate(jobs):
                 sql(
                     client,
@@ -171,28 +157,61 @@ def main(argv: list[str]) -> None:
             stop_writer.set()
             time.sleep(2)  # the runs that started in the window end
             rows = [
-                {"phase": "idle", "load average": load_avg_idle, **_phase(client, jobs, idle_from, idle_to)},
                 {
+                    "jobs": n_jobs,
+                    "phase": "idle",
+                    "load average": load_avg_idle,
+                    **_phase(client, jobs, idle_from, idle_to),
+                },
+                {
+                    "jobs": n_jobs,
                     "phase": f"{args.clients} clients (search + 50-row inserts)",
                     "load average": load_avg_load,
                     **_phase(client, jobs, load_from, load_to),
                 },
             ]
+    return rows, len(errors)
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench jobs", description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--jobs", help="job counts to measure, each on a fresh server (default 2,8; --quick 2,4)"
+    )
+    parser.add_argument("--duration", type=float, help="seconds per phase (default 20; --quick 8)")
+    parser.add_argument("--clients", type=int, default=8, help="load clients in the second phase")
+    parser.add_argument("--rows-per-s", type=float, default=20.0, help="rows added to the source per second")
+    parser.add_argument("--workers", type=int, default=1, help="`agentkb serve --workers`")
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args(argv)
+    counts = [int(n) for n in (args.jobs or ("2,4" if args.quick else "2,8")).split(",")]
+    duration = args.duration or (8.0 if args.quick else 20.0)
+    texts = TextGenerator(seed=7).texts(500, chars=300)
+    rows: list[dict[str, Any]] = []
+    errors = 0
+    for n_jobs in counts:
+        print(
+            f"jobs: {n_jobs} jobs every second, {duration:g}s idle then {duration:g}s under {args.clients} clients"
+        )
+        measured, failed = _measure(n_jobs, duration, args, texts)
+        rows += measured
+        errors += failed
     print_table("jobs: lag from a tick to its run's start", rows)
     write_result(
         "jobs",
         {
             "quick": args.quick,
-            "jobs": n_jobs,
+            "jobs": counts,
             "duration_s": duration,
             "clients": args.clients,
             "workers": args.workers,
-            "load_errors": len(errors),
+            "load_errors": errors,
             "table": rows,
             "note": (
-                f"{n_jobs} jobs every second, each `INSERT INTO kb_i SELECT … WHERE id > LAST` from a SQLite source "
-                f"gaining {args.rows_per_s:g} rows/s, embedded by the instant stub; `serve --workers {args.workers}`. "
-                f"Load-phase client errors: {len(errors)}."
+                "Each job: `INSERT INTO kb_i SELECT … FROM src.notes WHERE id > LAST` every second from a SQLite "
+                f"source gaining {args.rows_per_s:g} rows/s, embedded by the instant stub; `serve --workers "
+                f"{args.workers}` (a process runs at most AGENTKB_JOB_RUN_CONCURRENCY = 4 runs at once). "
+                f"Load-phase client errors: {errors}."
             ),
         },
     )
