@@ -192,6 +192,7 @@ class OpenAIStub:
         self.delay_s = delay_s
         self.chat_answer = chat_answer
         self.resume = threading.Event()  # streamed replies with `halt_after` go on once it is set
+        self.content_sent: list[float] = []  # time.perf_counter() as each streamed content chunk was sent
         self.chat_script = chat_script
         self.model = model
         self.record = record
@@ -385,6 +386,7 @@ class OpenAIStub:
                 if words and reply.word_delay:
                     await asyncio.sleep(reply.word_delay)
                 words += 1
+                self.content_sent.append(time.perf_counter())
             await send(
                 {
                     "type": "http.response.body",
