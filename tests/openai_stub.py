@@ -17,7 +17,9 @@ when an embedder is given, else `stub_vector(text, dim)` (deterministic, text-ha
 them back — unless `in_order=True`; as base64 float32 when the request says `"encoding_format": "base64"`.
 
 Timing: `delay_s` before every answer; `hold()` makes every request wait (after it is recorded) until
-`release()`, so that work behind the stub cannot finish before a test has acted.
+`release()`, so that work behind the stub cannot finish before a test has acted. A streamed `text(...)`
+may write its words `word_delay` seconds apart, and stop after `halt_after` words until `resume` is set
+(a test reads what arrived while the model is still "writing").
 
 Every request is recorded in `requests` (path, lower-cased headers, JSON body) unless `record=False` (the
 benchmarks, which send millions of texts); the counters `embedding_requests`, `texts`, `embed_s`,
@@ -63,6 +65,8 @@ class Reply:
     content: str | None = None
     tool_calls: tuple[tuple[str, dict[str, Any]], ...] = ()
     delay: float = 0.0
+    word_delay: float = 0.0  # streamed: seconds between the words (a model writing at that pace)
+    halt_after: int | None = None  # streamed: after this many words, wait for `OpenAIStub.resume`
 
 
 @dataclass(frozen=True)
@@ -75,8 +79,10 @@ class Scripted:
     delay: float = 0.0
 
 
-def text(content: str, *, delay: float = 0.0) -> Reply:
-    return Reply(content=content, delay=delay)
+def text(
+    content: str, *, delay: float = 0.0, word_delay: float = 0.0, halt_after: int | None = None
+) -> Reply:
+    return Reply(content=content, delay=delay, word_delay=word_delay, halt_after=halt_after)
 
 
 def tool_call(name: str, tool_input: str, *, thought: str | None = None, delay: float = 0.0) -> Reply:
@@ -185,6 +191,8 @@ class OpenAIStub:
         self.in_order = in_order
         self.delay_s = delay_s
         self.chat_answer = chat_answer
+        self.resume = threading.Event()  # streamed replies with `halt_after` go on once it is set
+        self.content_sent: list[float] = []  # time.perf_counter() as each streamed content chunk was sent
         self.chat_script = chat_script
         self.model = model
         self.record = record
@@ -368,7 +376,17 @@ class OpenAIStub:
                 "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")],
             }
         )
+        words = 0
         for chunk in _chunks(reply, model):
+            content = chunk["choices"][0]["delta"].get("content") if chunk["choices"] else None
+            if content:
+                if reply.halt_after is not None and words == reply.halt_after:
+                    while not self.resume.is_set():  # the test reads what came so far, then resumes
+                        await asyncio.sleep(0.01)
+                if words and reply.word_delay:
+                    await asyncio.sleep(reply.word_delay)
+                words += 1
+                self.content_sent.append(time.perf_counter())
             await send(
                 {
                     "type": "http.response.body",

@@ -70,6 +70,7 @@ class RunOptions:
     prompt_template: str | None = None
     model: Mapping[str, Any] | None = None
     columns: tuple[str, ...] = ()  # asked of the model as structured output rows (SQL select targets)
+    stream_text: bool = False  # the model's text as it is written (Delta events): `/v1` and the console
 
     def settings(self, agent_params: Mapping[str, Any]) -> dict[str, Any]:
         given = {"timeout": self.timeout, "max_iterations": self.max_iterations}
@@ -128,7 +129,9 @@ class CompletionService:
         provider_name(model)
         prompt = options.prompt_template if options.prompt_template is not None else agent.prompt_template
         agent = replace(agent, model=model, prompt_template=prompt)
-        return self._run(agent, project_name, messages, timeout_s, max_steps, options.columns)
+        return self._run(
+            agent, project_name, messages, timeout_s, max_steps, options.columns, options.stream_text
+        )
 
     def timeout_s(self, agent_params: Mapping[str, Any], options: RunOptions | None = None) -> float:
         """The run's deadline: the query's `timeout`, else the agent's, else the server's default."""
@@ -213,6 +216,7 @@ class CompletionService:
         timeout_s: float,
         max_steps: int,
         columns: tuple[str, ...] = (),
+        stream_text: bool = False,
     ) -> AsyncIterator[Event]:
         trace = RunTrace(
             agent.id, agent.project_id, parse_messages(messages).prompt, public_model(agent.model)
@@ -227,6 +231,7 @@ class CompletionService:
             trace=trace,
             columns=columns,
             agents=self.agent_cache,
+            stream_text=stream_text,
         )
         stored = False
         try:
