@@ -19,7 +19,7 @@ them back — unless `in_order=True`; as base64 float32 when the request says `"
 Timing: `delay_s` before every answer; `hold()` makes every request wait (after it is recorded) until
 `release()`, so that work behind the stub cannot finish before a test has acted.
 
-Every request is recorded in `requests` (path, lower-cased headers, JSON body) unless `record=False` (the
+Every request is recorded in `requests` (path, lower-cased headers, JSON body, query string) unless `record=False` (the
 benchmarks, which send millions of texts); the counters `embedding_requests`, `texts`, `embed_s`,
 `chat_requests` and `chat_tool_calls` are kept either way.
 """
@@ -103,6 +103,7 @@ class Recorded:
     headers: dict[str, str]
     body: Any
     at: float = field(default_factory=time.monotonic)
+    query: str = ""  # the query string (Azure OpenAI's `api-version=…`)
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -273,7 +274,8 @@ class OpenAIStub:
         if self.record:
             headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
             with self._lock:
-                self.requests.append(Recorded(path, headers, body))
+                query = scope["query_string"].decode("latin-1")
+                self.requests.append(Recorded(path, headers, body, query=query))
         while not self._open.is_set():
             await asyncio.sleep(0.01)
         if self.delay_s:
