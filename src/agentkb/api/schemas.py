@@ -19,7 +19,9 @@ class _Lenient(BaseModel):
 
 class ModelConfig(BaseModel):
     model_config = ConfigDict(extra="allow")
-    provider: str | None = Field(None, description="extractive, openai, anthropic, google or ollama")
+    provider: str | None = Field(
+        None, description="extractive, openai, anthropic, google, ollama, vllm, nvidia_nim, litellm or writer"
+    )
     model_name: str | None = None
     api_key: str | None = Field(None, description="Provider credential; echoed back in agent records.")
 
