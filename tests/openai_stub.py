@@ -7,7 +7,8 @@ are the `model` of an agent and the `embedding_model` of a knowledge base that u
 
 Chat completions: each request takes the next reply queued with `script(...)` — `text(...)`,
 `tool_call(...)`, `error(...)` or any raw `Scripted` response, each after its own `delay` — and, once the
-queue is empty, `chat_script(body)` if one was given, else the fixed `chat_answer`. A request that says
+queue is empty, `chat_script(body)` if one was given (a `Reply`, or a raw `Scripted` response), else the fixed
+`chat_answer`. A request that says
 `"stream": true` gets Chat Completions chunks: the text word by word, each tool call as its name then its
 arguments, the finish reason, then a usage chunk. Tool call ids are `call_<i>_<name>`.
 
@@ -91,7 +92,7 @@ def error(status: int, message: str, *, delay: float = 0.0) -> Scripted:
     return Scripted(status, body, delay=delay)
 
 
-ChatScript = Callable[[dict[str, Any]], Reply]
+ChatScript = Callable[[dict[str, Any]], Reply | Scripted]
 EmbedFn = Callable[[list[str]], Any]  # texts -> one vector per text (an array, or lists of floats)
 
 
@@ -356,6 +357,9 @@ class OpenAIStub:
         reply = queued or (
             self.chat_script(body) if self.chat_script is not None else Reply(self.chat_answer)
         )
+        if isinstance(reply, Scripted):  # a raw answer from `chat_script` (log-probabilities, say)
+            await self._json(send, reply)
+            return
         self.chat_tool_calls += len(reply.tool_calls)
         if reply.delay:
             await asyncio.sleep(reply.delay)

@@ -82,7 +82,9 @@ def agent_record(row: AgentRow) -> dict[str, Any]:
 class KnowledgeBaseFields(_Lenient):
     name: str | None = None
     embedding_model: dict[str, Any] | str | None = Field(
-        None, description="{provider: local|openai|ollama, model_name, api_key?, base_url?, dimensions?}"
+        None,
+        description="{provider: local|openai|ollama|azure_openai|google|bedrock|snowflake, model_name, "
+        "api_key?, base_url?, dimensions?, ...}",
     )
     reranking_model: dict[str, Any] | bool | None = None
     metadata_columns: list[str] | None = None
