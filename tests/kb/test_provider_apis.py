@@ -159,8 +159,8 @@ async def test_azure_environment_key_goes_only_to_the_environment_endpoint(
     monkeypatch.setenv("AZURE_OPENAI_ENDPOINT", "https://elsewhere.openai.azure.com")
     await embed({"provider": "openai_azure", "model_name": "emb", "base_url": root(api)}, ["y"])
     assert "api-key" not in api.requests[-1].headers  # the environment's key is for another endpoint
+    monkeypatch.delenv("AZURE_OPENAI_API_VERSION")
     with pytest.raises(BadRequest, match=r"'embedding_model.api_version' is required"):
-        monkeypatch.delenv("AZURE_OPENAI_API_VERSION")
         await embed({"provider": "azure_openai", "model_name": "emb", "base_url": root(api)}, ["z"])
 
 
