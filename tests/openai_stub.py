@@ -7,7 +7,8 @@ are the `model` of an agent and the `embedding_model` of a knowledge base that u
 
 Chat completions: each request takes the next reply queued with `script(...)` — `text(...)`,
 `tool_call(...)`, `error(...)` or any raw `Scripted` response, each after its own `delay` — and, once the
-queue is empty, `chat_script(body)` if one was given, else the fixed `chat_answer`. A request that says
+queue is empty, `chat_script(body)` if one was given (a `Reply`, or a raw `Scripted` response), else the fixed
+`chat_answer`. A request that says
 `"stream": true` gets Chat Completions chunks: the text word by word, each tool call as its name then its
 arguments, the finish reason, then a usage chunk. Tool call ids are `call_<i>_<name>`.
 
@@ -21,7 +22,7 @@ Timing: `delay_s` before every answer; `hold()` makes every request wait (after 
 may write its words `word_delay` seconds apart, and stop after `halt_after` words until `resume` is set
 (a test reads what arrived while the model is still "writing").
 
-Every request is recorded in `requests` (path, lower-cased headers, JSON body) unless `record=False` (the
+Every request is recorded in `requests` (path, lower-cased headers, JSON body, query string) unless `record=False` (the
 benchmarks, which send millions of texts); the counters `embedding_requests`, `texts`, `embed_s`,
 `chat_requests` and `chat_tool_calls` are kept either way.
 """
@@ -97,7 +98,7 @@ def error(status: int, message: str, *, delay: float = 0.0) -> Scripted:
     return Scripted(status, body, delay=delay)
 
 
-ChatScript = Callable[[dict[str, Any]], Reply]
+ChatScript = Callable[[dict[str, Any]], Reply | Scripted]
 EmbedFn = Callable[[list[str]], Any]  # texts -> one vector per text (an array, or lists of floats)
 
 
@@ -109,6 +110,7 @@ class Recorded:
     headers: dict[str, str]
     body: Any
     at: float = field(default_factory=time.monotonic)
+    query: str = ""  # the query string (Azure OpenAI's `api-version=…`)
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -281,7 +283,8 @@ class OpenAIStub:
         if self.record:
             headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
             with self._lock:
-                self.requests.append(Recorded(path, headers, body))
+                query = scope["query_string"].decode("latin-1")
+                self.requests.append(Recorded(path, headers, body, query=query))
         while not self._open.is_set():
             await asyncio.sleep(0.01)
         if self.delay_s:
@@ -362,6 +365,9 @@ class OpenAIStub:
         reply = queued or (
             self.chat_script(body) if self.chat_script is not None else Reply(self.chat_answer)
         )
+        if isinstance(reply, Scripted):  # a raw answer from `chat_script` (log-probabilities, say)
+            await self._json(send, reply)
+            return
         self.chat_tool_calls += len(reply.tool_calls)
         if reply.delay:
             await asyncio.sleep(reply.delay)

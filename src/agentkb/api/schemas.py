@@ -19,7 +19,9 @@ class _Lenient(BaseModel):
 
 class ModelConfig(BaseModel):
     model_config = ConfigDict(extra="allow")
-    provider: str | None = Field(None, description="extractive, openai, anthropic, google or ollama")
+    provider: str | None = Field(
+        None, description="extractive, openai, anthropic, google, ollama, vllm, nvidia_nim, litellm or writer"
+    )
     model_name: str | None = None
     api_key: str | None = Field(None, description="Provider credential; echoed back in agent records.")
 
@@ -80,7 +82,9 @@ def agent_record(row: AgentRow) -> dict[str, Any]:
 class KnowledgeBaseFields(_Lenient):
     name: str | None = None
     embedding_model: dict[str, Any] | str | None = Field(
-        None, description="{provider: local|openai|ollama, model_name, api_key?, base_url?, dimensions?}"
+        None,
+        description="{provider: local|openai|ollama|azure_openai|google|bedrock|snowflake, model_name, "
+        "api_key?, base_url?, dimensions?, ...}",
     )
     reranking_model: dict[str, Any] | bool | None = None
     metadata_columns: list[str] | None = None

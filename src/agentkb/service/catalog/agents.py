@@ -41,7 +41,18 @@ from agentkb.validation import (
     is_identifier,
 )
 
-PROVIDERS = ("extractive", "openai", "anthropic", "google", "ollama")
+# agents/providers' registry; the last four are OpenAI-compatible servers under MindsDB's names
+PROVIDERS = (
+    "extractive",
+    "openai",
+    "anthropic",
+    "google",
+    "ollama",
+    "vllm",
+    "nvidia_nim",
+    "litellm",
+    "writer",
+)
 _PART = IDENTIFIER.pattern.strip("^$")
 _NAME_PATTERN = r"[A-Za-z0-9_*?]*[*?][A-Za-z0-9_*?]*"  # MindsDB matches data names with fnmatch: kb_show*
 _KB_REF = re.compile(rf"^(?:({_PART})\.)?({_PART}|{_NAME_PATTERN})$")
@@ -53,6 +64,7 @@ _PROVIDER_BY_PREFIX = (
     ("o4", "openai"),
     ("claude", "anthropic"),
     ("gemini", "google"),
+    ("palmyra-x", "writer"),  # MindsDB's WRITER_CHAT_MODELS: palmyra-x5, palmyra-x4
 )
 
 

@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb.destinations import check_model_urls
 from agentkb.errors import BadRequest, Conflict
+from agentkb.kb import rerank
 from agentkb.kb.chunking import chunk_document, chunking_config, content_hash
 from agentkb.kb.documents import Document
 from agentkb.kb.embedders import config as embedding_config
@@ -165,7 +166,10 @@ async def apply_settings(
     if "embedding_model" in changes:
         values.update(await _embedding(conn, kb, changes["embedding_model"], embedders, box))
     if "reranking_model" in changes:
-        values["reranking_model"] = box.seal(new_reranking(kb.reranking_model, changes["reranking_model"]))
+        reranking = new_reranking(kb.reranking_model, changes["reranking_model"])
+        if reranking is not None:  # a provider, method and settings it can be called with (400 otherwise)
+            rerank.check_model(box.reveal(reranking, f"knowledge base {kb.name} reranking_model"))
+        values["reranking_model"] = box.seal(reranking)
     if "id_column" in changes:
         values["id_column"] = _id_column(changes["id_column"])
     for key in ("content_columns", "metadata_columns"):
