@@ -15,6 +15,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from agentkb.agents.sql_fence import AllowedTable, AllowList, fence
 from agentkb.destinations import DataSourcePolicy, DestinationRefused
 from agentkb.errors import BadRequest
 from agentkb.sql import datasources, pushdown, warehouses
@@ -365,3 +366,21 @@ def test_denied_functions_stay_denied_in_every_dialect(engine: str) -> None:
     assert pushdown.native_select(native, dialect)
     with pytest.raises(BadRequest, match="Only SELECT"):
         pushdown.native_select("DELETE FROM t", dialect)
+
+
+def test_agents_tables_resolve_as_upper_folding_databases_do() -> None:
+    """Oracle and Snowflake fold unquoted names to upper case, which SQLAlchemy lists in lower case: an
+    agent's table is written so the database finds that table, never a quoted lower-case name."""
+    tables = (AllowedTable("ora", None, "items"), AllowedTable("ora", None, "MixedCase"))
+    for dialect in ("oracle", "snowflake"):
+        allowed = AllowList(tables, {"ora": dialect}, ("ora.*",))
+        assert fence("SELECT id FROM ora.ITEMS WHERE id = 1", allowed).sql.startswith("SELECT id FROM ITEMS")
+        assert fence('SELECT id FROM ora."ITEMS"', allowed).sql == 'SELECT id FROM "ITEMS"'
+        assert fence("SELECT id FROM ora.items", allowed).sql == "SELECT id FROM items"
+        alias = "" if dialect == "oracle" else "AS "  # Oracle's table aliases take no AS
+        assert (
+            fence("SELECT id FROM ora.mixedcase", allowed).sql
+            == f'SELECT id FROM "MixedCase" {alias}mixedcase'
+        )
+        with pytest.raises(BadRequest, match="not found"):
+            fence("SELECT id FROM ora.other", allowed)
