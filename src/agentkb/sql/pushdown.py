@@ -247,6 +247,17 @@ def _abandon(conn: Connection) -> None:
     conn.invalidate()
 
 
+# Drivers whose errors SQLAlchemy does not wrap as DBAPIError (their exceptions are not DB-API's Error).
+_DRIVER_PACKAGES = frozenset(
+    {"clickhouse_sqlalchemy", "clickhouse_driver", "databricks", "snowflake", "google"}
+)
+
+
+def is_database_error(exc: BaseException) -> bool:
+    """Whether `exc` is the database's answer (a query error, a timeout), not a fault of agentkb's."""
+    return isinstance(exc, DBAPIError) or type(exc).__module__.split(".", 1)[0] in _DRIVER_PACKAGES
+
+
 def stream_rows(
     engine: Engine, sql: str, batch_size: int = 1000, *, timeout_s: float = 300.0
 ) -> Generator[tuple[list[str], list[dict[str, Any]]], None, None]:
@@ -277,8 +288,11 @@ def stream_rows(
             _end(conn)
             conn.rollback()
             finished = True
-        except DBAPIError as exc:
-            message = " ".join(str(exc.orig if exc.orig is not None else exc).split())
+        except Exception as exc:
+            if not is_database_error(exc):
+                raise
+            orig = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
+            message = " ".join(str(orig).split("Stack trace:", 1)[0].split())  # ClickHouse's server trace
             raise BadRequest(message[:1000], title="Query error") from None
         finally:
             if not finished:
