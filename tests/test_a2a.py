@@ -152,3 +152,10 @@ def test_json_rpc_errors(client: httpx.Client, agent: str) -> None:
         "id": 3,
         "error": {"code": -32600, "message": "Request payload validation error"},
     }
+    for odd in (
+        {"jsonrpc": "2.0", "id": [1], "method": "tasks/get"},
+        {"jsonrpc": "2.0", "method": "x", "params": 5},
+    ):
+        refused = client.post("/a2a/", json=odd)
+        assert refused.status_code == 400 and refused.json()["error"]["code"] == -32600
+        assert refused.json()["id"] is None

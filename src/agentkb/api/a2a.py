@@ -215,14 +215,16 @@ async def a2a_rpc(request: Request, services: ServicesDep) -> Response:
         body = json.loads(await request.body())
     except ValueError:
         return _error(None, -32700, "Invalid JSON payload", status=400)
-    if not isinstance(body, dict) or body.get("jsonrpc") != "2.0" or not isinstance(body.get("method"), str):
-        return _error(
-            body.get("id") if isinstance(body, dict) else None,
-            -32600,
-            "Request payload validation error",
-            status=400,
-        )
-    rpc_id = body.get("id")
+    rpc_id = body.get("id") if isinstance(body, dict) else None
+    if isinstance(rpc_id, bool) or not isinstance(rpc_id, str | int | None):  # JSON-RPC: string, number, null
+        return _error(None, -32600, "Request payload validation error", status=400)
+    if (
+        not isinstance(body, dict)
+        or body.get("jsonrpc") != "2.0"
+        or not isinstance(body.get("method"), str)
+        or not isinstance(body.get("params", {}), dict | None)
+    ):
+        return _error(rpc_id, -32600, "Request payload validation error", status=400)
     try:
         return await _dispatch(services, rpc_id, body["method"], body.get("params"))
     except AgentKBError as exc:
