@@ -52,6 +52,27 @@ FAISS_OPTIONS = ("nlist", "train_count")  # accepted for MindsDB's faiss storage
 INDEX_LIMITS = {"m": (2, 100), "ef_construction": (4, 1000)}  # pgvector's bounds
 
 
+# MindsDB's REST ALTER (docs/rest/knowledge_bases/alter.mdx) sends these beside the data, not in `params`
+BODY_SETTING_KEYS = ("embedding_model", "reranking_model", "content_columns", "metadata_columns", "id_column")
+
+
+def with_body_settings(params: Any, beside: Mapping[str, Any]) -> Any:
+    """A `PUT …/knowledge_bases/{kb}` body's `params` with the settings given beside them (`beside`: keys of
+    `BODY_SETTING_KEYS`, None left out) merged in; 400 when one is given both ways, differently."""
+    given = {k: v for k, v in beside.items() if v is not None}
+    if not given:
+        return params
+    merged = dict(check_dict(params, "params")) if params is not None else {}
+    for key, value in given.items():
+        if key in merged and merged[key] != value:
+            raise BadRequest(
+                f"'{key}' is given twice, in 'params' and beside it, with different values: give it once",
+                title="Invalid parameter",
+            )
+        merged[key] = value
+    return merged
+
+
 def settings_only(params: Any, preprocessing: Any) -> dict[str, Any] | None:
     """The settings of a `PUT …/knowledge_bases/{kb}` body that holds nothing else (no data, no other
     `params`), else None: such a body is an ALTER (MindsDB's PUT updates the KB with them)."""
