@@ -7,7 +7,8 @@ are the `model` of an agent and the `embedding_model` of a knowledge base that u
 
 Chat completions: each request takes the next reply queued with `script(...)` — `text(...)`,
 `tool_call(...)`, `error(...)` or any raw `Scripted` response, each after its own `delay` — and, once the
-queue is empty, `chat_script(body)` if one was given, else the fixed `chat_answer`. A request that says
+queue is empty, `chat_script(body)` if one was given (a `Reply`, or a raw `Scripted` response), else the fixed
+`chat_answer`. A request that says
 `"stream": true` gets Chat Completions chunks: the text word by word, each tool call as its name then its
 arguments, the finish reason, then a usage chunk. Tool call ids are `call_<i>_<name>`.
 
@@ -17,9 +18,11 @@ when an embedder is given, else `stub_vector(text, dim)` (deterministic, text-ha
 them back — unless `in_order=True`; as base64 float32 when the request says `"encoding_format": "base64"`.
 
 Timing: `delay_s` before every answer; `hold()` makes every request wait (after it is recorded) until
-`release()`, so that work behind the stub cannot finish before a test has acted.
+`release()`, so that work behind the stub cannot finish before a test has acted. A streamed `text(...)`
+may write its words `word_delay` seconds apart, and stop after `halt_after` words until `resume` is set
+(a test reads what arrived while the model is still "writing").
 
-Every request is recorded in `requests` (path, lower-cased headers, JSON body) unless `record=False` (the
+Every request is recorded in `requests` (path, lower-cased headers, JSON body, query string) unless `record=False` (the
 benchmarks, which send millions of texts); the counters `embedding_requests`, `texts`, `embed_s`,
 `chat_requests` and `chat_tool_calls` are kept either way.
 """
@@ -63,6 +66,8 @@ class Reply:
     content: str | None = None
     tool_calls: tuple[tuple[str, dict[str, Any]], ...] = ()
     delay: float = 0.0
+    word_delay: float = 0.0  # streamed: seconds between the words (a model writing at that pace)
+    halt_after: int | None = None  # streamed: after this many words, wait for `OpenAIStub.resume`
 
 
 @dataclass(frozen=True)
@@ -75,8 +80,10 @@ class Scripted:
     delay: float = 0.0
 
 
-def text(content: str, *, delay: float = 0.0) -> Reply:
-    return Reply(content=content, delay=delay)
+def text(
+    content: str, *, delay: float = 0.0, word_delay: float = 0.0, halt_after: int | None = None
+) -> Reply:
+    return Reply(content=content, delay=delay, word_delay=word_delay, halt_after=halt_after)
 
 
 def tool_call(name: str, tool_input: str, *, thought: str | None = None, delay: float = 0.0) -> Reply:
@@ -91,7 +98,7 @@ def error(status: int, message: str, *, delay: float = 0.0) -> Scripted:
     return Scripted(status, body, delay=delay)
 
 
-ChatScript = Callable[[dict[str, Any]], Reply]
+ChatScript = Callable[[dict[str, Any]], Reply | Scripted]
 EmbedFn = Callable[[list[str]], Any]  # texts -> one vector per text (an array, or lists of floats)
 
 
@@ -103,6 +110,7 @@ class Recorded:
     headers: dict[str, str]
     body: Any
     at: float = field(default_factory=time.monotonic)
+    query: str = ""  # the query string (Azure OpenAI's `api-version=…`)
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -185,6 +193,8 @@ class OpenAIStub:
         self.in_order = in_order
         self.delay_s = delay_s
         self.chat_answer = chat_answer
+        self.resume = threading.Event()  # streamed replies with `halt_after` go on once it is set
+        self.content_sent: list[float] = []  # time.perf_counter() as each streamed content chunk was sent
         self.chat_script = chat_script
         self.model = model
         self.record = record
@@ -273,7 +283,8 @@ class OpenAIStub:
         if self.record:
             headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
             with self._lock:
-                self.requests.append(Recorded(path, headers, body))
+                query = scope["query_string"].decode("latin-1")
+                self.requests.append(Recorded(path, headers, body, query=query))
         while not self._open.is_set():
             await asyncio.sleep(0.01)
         if self.delay_s:
@@ -354,6 +365,9 @@ class OpenAIStub:
         reply = queued or (
             self.chat_script(body) if self.chat_script is not None else Reply(self.chat_answer)
         )
+        if isinstance(reply, Scripted):  # a raw answer from `chat_script` (log-probabilities, say)
+            await self._json(send, reply)
+            return
         self.chat_tool_calls += len(reply.tool_calls)
         if reply.delay:
             await asyncio.sleep(reply.delay)
@@ -368,7 +382,17 @@ class OpenAIStub:
                 "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")],
             }
         )
+        words = 0
         for chunk in _chunks(reply, model):
+            content = chunk["choices"][0]["delta"].get("content") if chunk["choices"] else None
+            if content:
+                if reply.halt_after is not None and words == reply.halt_after:
+                    while not self.resume.is_set():  # the test reads what came so far, then resumes
+                        await asyncio.sleep(0.01)
+                if words and reply.word_delay:
+                    await asyncio.sleep(reply.word_delay)
+                words += 1
+                self.content_sent.append(time.perf_counter())
             await send(
                 {
                     "type": "http.response.body",

@@ -11,14 +11,17 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.conftest import ServedApp
-from tests.helpers import served_with_login
+from tests.helpers import create_agent, served_with_login, stub_llm
+from tests.openai_stub import OpenAIStub, text
 
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -223,3 +226,27 @@ def test_login_form(page: Any, secured: ServedApp) -> None:
     assert f"Signed in as {USER}" in page.inner_text("header")
     page.click("button:has-text('Log out')")
     page.wait_for_selector("h1:has-text('Log in')")
+
+
+def test_chat_shows_the_answer_as_the_model_writes_it(page: Any, base_url: str, stub: OpenAIStub) -> None:
+    """An LLM agent's answer appears word by word (a draft) while the model is still writing (the stub stops
+    after two words until the page has shown them), then settles into the answer block."""
+    agent = f"writer_{uuid.uuid4().hex[:6]}"
+    with httpx.Client(base_url=base_url, timeout=60) as client:
+        create_agent(client, agent, model=stub_llm(stub))
+    stub.resume.clear()
+    stub.script(text("The lamp is lit at dusk.", halt_after=2))
+    try:
+        page.goto(f"{base_url}/console/projects/mindsdb/agents/{agent}")
+        page.fill("#question", "When is the lamp lit?")
+        page.keyboard.press("Enter")
+        draft = page.locator(".turn .draft")
+        draft.wait_for()
+        page.wait_for_function("() => document.querySelector('.turn .draft').textContent.includes('lamp')")
+        assert page.locator(".turn .answer").count() == 0  # the model has not finished
+    finally:
+        stub.resume.set()
+    answer = page.locator(".turn .answer")
+    answer.wait_for()
+    assert "The lamp is lit at dusk." in answer.inner_text()
+    assert page.locator(".turn .draft").count() == 0

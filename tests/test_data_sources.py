@@ -136,9 +136,9 @@ def test_postgres_source_masks_every_secret(
 
 
 def test_refusals(client: httpx.Client, unique: str, maria_table: str, pg_source: dict[str, Any]) -> None:
-    bad_engine = _create(client, f"x_{unique}", "oracle", MARIADB)
+    bad_engine = _create(client, f"x_{unique}", "informix", MARIADB)
     assert bad_engine.status_code == 400
-    assert all(e in bad_engine.json()["detail"] for e in ("postgres", "mysql", "mariadb", "sqlite"))
+    assert all(e in bad_engine.json()["detail"] for e in ("postgres", "mysql", "mariadb", "sqlite", "duckdb"))
 
     wrong = _create(client, f"x_{unique}", "mysql", {**MARIADB, "password": "Wr0ng-pa55"})
     assert wrong.status_code == 400 and wrong.json()["title"] == "Connection error"

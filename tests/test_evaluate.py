@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.conftest import ServedApp
 from tests.helpers import assert_problem, stub_kb
 from tests.openai_stub import OpenAIStub, Reply, text
 from tests.test_sql_api import ok, sql, table
@@ -190,14 +191,79 @@ def test_llm_relevancy(client: httpx.Client, kb: str, unique: str, stub: OpenAIS
     assert 0 < row["avg_ndcg"] <= 1 and row["name"] == kb
 
 
-def test_refusals(client: httpx.Client, kb: str, unique: str, pg_source: dict[str, Any]) -> None:
-    # the keyless default model cannot write questions: the error says what to do instead
+def test_without_any_llm_questions_are_sentences_of_the_chunks(
+    client: httpx.Client, kb: str, unique: str, stub: OpenAIStub
+) -> None:
+    """No `llm`, no reranking model, the default model the keyless `extractive` one: each question is the
+    richest sentence of its chunk (no LLM called), and the search finds the chunk it came from."""
+    stub.script()
+    row = one_row(
+        sql(client, f"EVALUATE KNOWLEDGE_BASE {kb} USING test_table = files.t_{unique}, generate_data = true")
+    )
+    assert row["total"] == len(DOCS) and row["total_found"] == len(DOCS) and row["mrr"] == 1.0
+    assert not [r for r in stub.requests if r.path.endswith("/chat/completions")]
+    test_rows = table(client, f"SELECT * FROM files.t_{unique}")
+    assert {r["doc_id"]: r["question"] for r in test_rows} == DOCS
+    assert all(r["answer"] == r["question"] == r["text"] for r in test_rows)
+
+    # several sentences: the one with the most distinct words, the same every time
+    long_kb = f"evs_{unique}"
+    stub_kb(client, long_kb, stub)
+    text_ = "Intro. The Rhine rises in the Swiss Alps and reaches the North Sea. Short line here."
+    ok(client, f"INSERT INTO {long_kb} (id, content) VALUES ('r1', '{text_}')")
+    for _ in range(2):
+        answer = sql(
+            client,
+            f"""EVALUATE KNOWLEDGE_BASE {long_kb} USING test_table = files.s_{unique}, evaluate = false,
+                generate_data = {{'count': 5}}""",
+        )
+        assert answer["type"] == "table", answer
+        assert table(client, f"SELECT question, doc_id FROM files.s_{unique}") == [
+            {"question": "The Rhine rises in the Swiss Alps and reaches the North Sea.", "doc_id": "r1"}
+        ]
+
+    # llm_relevancy needs an LLM to score passages: refused before the test table is written
     error = sql(
-        client, f"EVALUATE KNOWLEDGE_BASE {kb} USING test_table = files.t_{unique}, generate_data = true"
+        client,
+        f"""EVALUATE KNOWLEDGE_BASE {kb} USING test_table = files.n_{unique}, generate_data = true,
+            version = 'llm_relevancy'""",
     )
     assert error["type"] == "error"
     assert "'extractive'" in error["error_message"] and "llm =" in error["error_message"]
-    assert "test_table" in error["error_message"]
+    assert "does not exist" in sql(client, f"SELECT * FROM files.n_{unique}")["error_message"]
+
+
+@pytest.fixture(scope="module")
+def default_llm_url(settings: Any, stub: OpenAIStub) -> Iterator[str]:
+    """An agentkb whose default model (AGENTKB_DEFAULT_MODEL) is the stub's LLM, on the session's database."""
+    own = settings.model_copy(
+        update={"default_model": stub.chat_model("gpt-default"), "worker_enabled": False}
+    )
+    with ServedApp(own) as app:
+        yield app.url
+
+
+def test_no_llm_given_uses_the_default_model(
+    client: httpx.Client, kb: str, unique: str, stub: OpenAIStub, default_llm_url: str
+) -> None:
+    """MindsDB: no `llm` and no reranking model → the default LLM settings write the questions."""
+    stub.script()
+    with httpx.Client(base_url=default_llm_url, timeout=60) as other:
+        row = one_row(
+            sql(
+                other,
+                f"""EVALUATE KNOWLEDGE_BASE {kb} USING test_table = files.d_{unique},
+                    generate_data = {{'count': 3}}""",
+            )
+        )
+    assert row["total"] == 3 and row["total_found"] == 3
+    chats = [r for r in stub.requests if r.path.endswith("/chat/completions")]
+    assert len(chats) == 3 and {r.body["model"] for r in chats} == {"gpt-default"}
+    assert "question and answer pairs" in chats[0].messages[0]["content"]
+    assert all(r["answer"] == "yes" for r in table(client, f"SELECT * FROM files.d_{unique}"))
+
+
+def test_refusals(client: httpx.Client, kb: str, unique: str, pg_source: dict[str, Any]) -> None:
     cases = {
         f"EVALUATE KNOWLEDGE_BASE {kb} USING evaluate = true": '"test_table" parameter',
         f"EVALUATE KNOWLEDGE_BASE {kb} USING test_table = t_{unique}": "at least 2 parts",
@@ -249,8 +315,16 @@ def test_rest(client: httpx.Client, kb: str, unique: str, stub: OpenAIStub) -> N
         "test_table": f"files.t_{unique}",
         "evaluation": None,
     }
+    extractive = client.post(  # no LLM anywhere: questions from the chunks' sentences
+        f"{base}/evaluate", json={"test_table": f"files.x_{unique}", "generate_data": True}
+    )
+    assert extractive.status_code == 200 and extractive.json()["generated"] == len(DOCS), extractive.text
     assert_problem(
-        client.post(f"{base}/evaluate", json={"test_table": f"files.t_{unique}", "generate_data": True}), 400
+        client.post(
+            f"{base}/evaluate",
+            json={"test_table": f"files.t_{unique}", "generate_data": True, "version": "llm_relevancy"},
+        ),
+        400,
     )
     assert_problem(client.post(f"{base}/evaluate", json={"test_table": "files.t", "top_k": 0}), 400)
     assert_problem(client.get(f"{base}/evaluations/999999999"), 404)
@@ -291,8 +365,10 @@ def test_cli(client: httpx.Client, kb: str, unique: str, base_url: str, tmp_path
     assert [r["id"] for r in json.loads(listed.stdout)][0] == run_id
     shown = agentkb("evaluate", kb, "--server", base_url, "--show", str(run_id))
     assert shown.returncode == 0 and "4 questions" in shown.stdout and DOCS["b2"][:30] in shown.stdout
-    refused = agentkb("evaluate", kb, "--server", base_url, "--test-table", f"files.g_{unique}", "--generate")
-    assert refused.returncode == 1 and "extractive" in refused.stderr
+    generated = agentkb(
+        "evaluate", kb, "--server", base_url, "--test-table", f"files.g_{unique}", "--generate"
+    )
+    assert generated.returncode == 0 and "4 questions written" in generated.stdout, generated.stderr
 
 
 def test_the_kbs_reranking_model_writes_the_questions(

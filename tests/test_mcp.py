@@ -17,11 +17,12 @@ import httpx
 import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from tests.conftest import ServedApp
-from tests.test_auth import _database, _drop, auth_settings, cli_env, create_key
+from tests.test_auth import _database, _drop, auth_settings, bearer, cli_env, create_key, login
 
 P = "/api/projects/mindsdb"
 ROWS = [
@@ -257,6 +258,73 @@ async def test_mcp_needs_a_credential_when_auth_is_on(secured: tuple[ServedApp, 
         async with http_client(app.url, headers) as client:
             assert {t.name for t in (await client.list_tools()).tools} == TOOLS
             assert structured(await client.call_tool("list_agents", {}))["agents"] == []
+
+
+def sse_transport(url: str, headers: dict[str, str] | None = None) -> Client:
+    return Client(sse_client(f"{url}/mcp/sse", headers=headers, timeout=30, sse_read_timeout=120))
+
+
+async def test_mindsdbs_paths_sse_and_streamable(base_url: str, world: dict[str, str]) -> None:
+    """MindsDB's client configs name `/mcp/sse` (the SSE transport) and `/mcp/streamable`: the same tools."""
+    kb = world["kb"]
+    streamable = Client(
+        streamable_http_client(f"{base_url}/mcp/streamable", http_client=httpx2.AsyncClient(timeout=120))
+    )
+    for transport in (sse_transport(base_url), streamable):
+        async with transport as client:
+            assert client.server_info is not None and client.server_info.name == "agentkb"
+            assert {t.name for t in (await client.list_tools()).tools} == TOOLS
+            found = structured(
+                await client.call_tool("search_knowledge_base", {"knowledge_base": kb, "query": "sea ice"})
+            )
+            assert "Polar bears" in found["chunks"][0]["chunk_content"]
+            answer = structured(
+                await client.call_tool("ask_agent", {"agent": world["agent"], "question": "Who hunts seals?"})
+            )
+            assert "Polar bears" in answer["answer"]
+            described = json.loads(
+                (await client.read_resource(f"schema://knowledge_bases/mindsdb/{kb}")).contents[0].text
+            )
+            assert described["document_count"] == 3
+    with httpx.Client(base_url=base_url, timeout=30) as c:
+        assert c.post("/mcp/messages/", json={}).status_code == 400  # no session_id
+        unknown = c.post(f"/mcp/messages/?session_id={uuid.uuid4().hex}", json={})
+        assert unknown.status_code == 404
+        assert c.post("/mcp/sse", json={}).status_code == 405
+
+
+def _sse_endpoint(app_url: str, headers: dict[str, str]) -> tuple[httpx.Client, Any, Any, str]:
+    """An open SSE stream at `/mcp/sse`: the client, the response and its lines (both kept open: closing the
+    lines closes the stream), and the path its `endpoint` event names."""
+    c = httpx.Client(base_url=app_url, timeout=30, headers=headers)
+    response = c.send(c.build_request("GET", "/mcp/sse"), stream=True)
+    assert response.status_code == 200, response.read()
+    lines = response.iter_lines()
+    for line in lines:
+        if line.startswith("data: "):
+            return c, response, lines, line.removeprefix("data: ")
+    raise AssertionError("no endpoint event")
+
+
+async def test_sse_needs_a_credential_and_keeps_its_own(secured: tuple[ServedApp, str]) -> None:
+    app, key = secured
+    refused = httpx.get(f"{app.url}/mcp/sse", timeout=30)
+    assert refused.status_code == 401 and refused.headers["www-authenticate"].startswith("Bearer")
+    assert httpx.post(f"{app.url}/mcp/messages/?session_id=x", json={}, timeout=30).status_code == 401
+    assert httpx.post(f"{app.url}/mcp/streamable", json={}, timeout=30).status_code == 401
+    async with sse_transport(app.url, {"X-Api-Key": key}) as client:
+        assert {t.name for t in (await client.list_tools()).tools} == TOOLS
+
+    # a session answers only the credential that opened it: another one's messages find no session
+    token = login(app.url).json()["token"]
+    c, stream, _lines, endpoint = _sse_endpoint(app.url, {"X-Api-Key": key})
+    try:
+        hello = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+        assert c.post(endpoint, json=hello, headers=bearer(token)).status_code == 404
+        assert c.post(endpoint, json=hello).status_code == 202  # the key that opened it
+    finally:
+        stream.close()
+        c.close()
 
 
 async def test_agentkb_mcp_over_stdio(settings: Any, world: dict[str, str], tmp_path: Path) -> None:

@@ -69,13 +69,10 @@ REFUSED_KB: list[tuple[str, dict[str, Any]]] = [
     ("vector_size", {"params": {"vector_size": 7}}),  # the stub embeds 8 dimensions
     ("colour", {"params": {"colour": "red"}}),
     ("embedding_model.api_version", {"embedding_model": {"api_version": "2024-02-01"}}),
+    # MindsDB's methods (multi-class, binary, no-logprobs) are applied: tests/kb/test_rerank_providers.py
     (
         "reranking_model.method",
-        {"reranking_model": {"provider": "openai", "model_name": "r", "method": "multi-class"}},
-    ),
-    (
-        "reranking_model.method",
-        {"reranking_model": {"provider": "openai", "model_name": "r", "method": "binary"}},
+        {"reranking_model": {"provider": "openai", "model_name": "r", "method": "sideways"}},
     ),
     (
         "reranking_model.mode",
@@ -121,7 +118,7 @@ def test_kb_parameters_refused_on_alter_and_insert(
         ("is_sparse", "is_sparse = true"),
         ("vector_size", "vector_size = 3"),
         ("colour", "colour = 'red'"),
-        ("method", "reranking_model = {'model_name': 'r', 'method': 'multi-class'}"),
+        ("method", "reranking_model = {'model_name': 'r', 'method': 'sideways'}"),
     ):
         assert name in sql_error(client, f"ALTER KNOWLEDGE_BASE {kb} USING {using}")
     sql_ok(

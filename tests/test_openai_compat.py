@@ -6,6 +6,7 @@ the same credentials as the rest of the API when auth is on."""
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -156,6 +157,45 @@ def test_llm_agent_history_tool_step_and_usage(
     steps = [(c.model_extra or {}).get("agentkb", {}).get("step") for c in chunks]
     assert [s["tool"] for s in steps if s] == ["kb_query_tool"]
     assert chunks[-1].usage is not None and chunks[-1].usage.total_tokens == 2 * USAGE["total_tokens"]
+
+
+def test_streamed_text_arrives_as_the_model_writes_it(
+    client: httpx.Client, oai: OpenAI, unique: str, kb: str, stub: OpenAIStub
+) -> None:
+    """`stream: true`: one content chunk per model delta, sent while the model is still writing (the stub
+    stops after two words of its answer until the test has read them). A thought before a tool call is
+    streamed too (nothing could tell yet that it was not the answer); the answer follows after a blank line.
+    The plain completion's content is the answer alone."""
+    agent = f"oai_tokens_{unique}"
+    create_agent(client, agent, model=stub_llm(stub), data={"knowledge_bases": [f"mindsdb.{kb}"]})
+    sql = f"SELECT * FROM mindsdb.{kb} WHERE content = 'penguins' LIMIT 1"
+    answer = "Penguins huddle together for warmth in winter."
+    stub.resume.clear()
+    stub.script(tool_call("kb_query_tool", sql, thought="Let me look."), text(answer, halt_after=2))
+    watchdog = threading.Timer(60, stub.resume.set)  # a server that does not stream would wait forever
+    watchdog.start()
+    pieces: list[str] = []
+    read_before_resume: list[str] = []
+    try:
+        stream = oai.chat.completions.create(
+            model=agent, messages=[{"role": "user", "content": "Penguins?"}], stream=True
+        )
+        for chunk in stream:
+            content = chunk.choices[0].delta.content if chunk.choices else None
+            if content:
+                pieces.append(content)
+                if not stub.resume.is_set() and "".join(pieces).endswith("Penguins huddle "):
+                    read_before_resume = list(pieces)
+                    stub.resume.set()  # the model writes the rest
+    finally:
+        watchdog.cancel()
+        stub.resume.set()
+    assert read_before_resume, pieces  # two words of the answer came before the model had written the rest
+    words = ["Penguins ", "huddle ", "together ", "for ", "warmth ", "in ", "winter."]
+    assert pieces == ["Let ", "me ", "look.", "\n\n" + words[0], *words[1:]]
+    stub.script(tool_call("kb_query_tool", sql, thought="Let me look."), text(answer))
+    plain = oai.chat.completions.create(model=agent, messages=[{"role": "user", "content": "Penguins?"}])
+    assert plain.choices[0].message.content == answer
 
 
 def test_errors_are_openai_shaped(

@@ -118,9 +118,8 @@ def test_every_operation_is_typed() -> None:
             for code, response in responses.items():
                 if not code.startswith(("4", "5")):
                     continue
-                if path.startswith(
-                    "/v1/"
-                ):  # the OpenAI-compatible routes: OpenAI's error shape (or a problem)
+                # the OpenAI-compatible routes: OpenAI's error shape (or a problem); A2A: JSON-RPC's
+                if path.startswith(("/v1/", "/a2a/")):
                     assert all(m["schema"] for m in response["content"].values()), label
                     continue
                 ref = response["content"]["application/problem+json"]["schema"]["$ref"]

@@ -129,6 +129,10 @@ def test_kb_embedding_model_moved_by_alter_or_put(
             f"{P}/knowledge_bases/{kb}", json={"knowledge_base": {"params": {"embedding_model": given}}}
         )
         _refused(put, "embedding_model.api_key")
+        documented = client.put(  # MindsDB's documented ALTER body: the model beside the data
+            f"{P}/knowledge_bases/{kb}", json={"knowledge_base": {"embedding_model": given}}
+        )
+        _refused(documented, "embedding_model.api_key")
     # an insert carrying the same change: refused before any job is queued, nothing inserted
     more = {
         "rows": [{"id": 3, "content": "Bees dance."}],

@@ -189,6 +189,68 @@ def test_put_with_settings_alters(client: httpx.Client, stub: OpenAIStub, unique
     assert_problem(bad, 400)
 
 
+def test_put_as_mindsdb_documents_alter(client: httpx.Client, stub: OpenAIStub, unique: str) -> None:
+    """MindsDB's REST ALTER (docs/rest/knowledge_bases/alter.mdx): the settings beside the data, not in
+    `params` (they were ignored, and the body answered 400 "Nothing to insert")."""
+    kb = f"putdoc_{unique}"
+    make_kb(client, stub, kb, reranking_model={**stub.chat_model("r1"), "api_key": "k1"})
+    body = {
+        "embedding_model": {"api_key": "e4"},
+        "reranking_model": {"api_key": "******", "model_name": "r2"},  # the mask keeps the stored key
+        "content_columns": ["notes"],
+        "metadata_columns": ["product"],
+        "id_column": "order_id",
+    }
+    r = client.put(f"{P}/knowledge_bases/{kb}", json={"knowledge_base": body})
+    assert r.status_code == 200 and r.json() == "" and "X-Agentkb-Job" not in r.headers, r.text
+    rec = record(client, kb)
+    assert (rec["content_columns"], rec["metadata_columns"], rec["id_column"]) == (
+        ["notes"],
+        ["product"],
+        "order_id",
+    )
+    assert rec["reranking_model"] == {**stub.chat_model("r2"), "api_key": "******"}
+    assert (
+        rec["embedding_model"]["model_name"] == stub.model and rec["embedding_model"]["api_key"] == "******"
+    )
+    stub.reset()
+    r = client.put(
+        f"{P}/knowledge_bases/{kb}",
+        json={"knowledge_base": {"rows": [{"order_id": 7, "notes": "blue kettle", "product": "k"}]}},
+    )
+    assert r.status_code == 200, r.text
+    assert {q.headers["authorization"] for q in stub.requests} == {"Bearer e4"}  # the new key embeds
+    assert table(client, f"SELECT id, product FROM {kb}") == [{"id": 7, "product": "k"}]
+    stub.reset()
+    client.post(f"{P}/knowledge_bases/{kb}/search", json={"query": "kettle"})
+    rerank = [q for q in stub.requests if q.path.endswith("/chat/completions")]
+    assert rerank and {q.headers["authorization"] for q in rerank} == {"Bearer k1"}  # the kept key
+    assert {q.body["model"] for q in rerank} == {"r2"}
+
+    # reranking_model false removes it; one setting both ways, differently: 400; the same: fine
+    r = client.put(f"{P}/knowledge_bases/{kb}", json={"knowledge_base": {"reranking_model": False}})
+    assert r.status_code == 200 and record(client, kb)["reranking_model"] is None
+    twice = {"id_column": "a", "params": {"id_column": "b"}}
+    body_problem = assert_problem(
+        client.put(f"{P}/knowledge_bases/{kb}", json={"knowledge_base": twice}), 400
+    )
+    assert "given twice" in body_problem["detail"]
+    same = {"id_column": "a", "params": {"id_column": "a"}}
+    assert client.put(f"{P}/knowledge_bases/{kb}", json={"knowledge_base": same}).status_code == 200
+    assert record(client, kb)["id_column"] == "a"
+    assert (
+        "can't update 'model_name'"
+        in assert_problem(
+            client.put(
+                f"{P}/knowledge_bases/{kb}", json={"knowledge_base": {"embedding_model": {"model_name": "x"}}}
+            ),
+            400,
+        )["detail"]
+    )
+    missing = client.put(f"{P}/knowledge_bases/missing_{unique}", json={"knowledge_base": {"id_column": "x"}})
+    assert_problem(missing, 404)
+
+
 # --- CREATE INDEX ON KNOWLEDGE_BASE, SHOW TABLES FROM agentkb_pgvector ------------------------------------------
 def index_definition(settings: Any, table_name: str) -> str:
     url = settings.database_url.replace("postgresql+psycopg://", "postgresql://")

@@ -12,6 +12,7 @@ from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from agentkb import __version__, console
 from agentkb.api import (
+    a2a,
     agents,
     auth,
     completions,
@@ -95,6 +96,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(evaluations.router)
     app.include_router(metrics.router)
     app.include_router(openai_compat.router)  # agents as OpenAI chat models
+    app.include_router(a2a.router)  # agents over A2A (MindsDB's /a2a/)
     app.state.mcp = MCPDoor(lambda: app.state.services)  # MCP, streamable HTTP
     app.router.routes.extend(app.state.mcp.routes)
     console.install(app)  # the web console at /console (not in the OpenAPI schema)

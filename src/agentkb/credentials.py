@@ -21,6 +21,9 @@ ENV_KEYS: dict[str, tuple[tuple[str, ...], str | None]] = {
     "anthropic": (("ANTHROPIC_API_KEY",), "api.anthropic.com"),
     "google": (("GEMINI_API_KEY", "GOOGLE_API_KEY"), "generativelanguage.googleapis.com"),
     "ollama": (("OLLAMA_API_KEY",), None),
+    "litellm": (("LITELLM_API_KEY",), None),
+    "nvidia_nim": (("NVIDIA_NIM_API_KEY",), None),
+    "writer": (("WRITER_API_KEY",), "api.writer.com"),
 }
 
 # MindsDB's spellings (25.14 `get_llm_config` / `get_api_key`, 26.1 `get_pydantic_ai_model_kwargs`): the
@@ -29,7 +32,12 @@ _BASE_URL_KEYS = {
     "openai": ("openai_api_base", "base_url"),
     "anthropic": ("anthropic_api_url", "base_url"),
     "ollama": ("ollama_base_url", "base_url"),
+    "vllm": ("openai_api_base", "base_url"),
+    "litellm": ("litellm_api_base", "base_url"),
+    "nvidia_nim": ("nvidia_nim_base_url", "base_url"),
 }
+# the key's spellings other than `<provider>_api_key` and `api_key` (MindsDB's vLLM takes OpenAI's)
+_KEY_KEYS = {"vllm": ("vllm_api_key", "openai_api_key", "api_key")}
 _ORGANIZATION_KEYS = ("openai_api_organization", "api_organization")
 # Flat agent parameters that configure its LLM (MindsDB 25.14 hands an agent's flat params to the LLM);
 # credentials are picked separately. `timeout` is left out: on an agent it is the run's deadline.
@@ -73,7 +81,7 @@ def _text(layer: Mapping[str, Any], *keys: str) -> str | None:
 def _credentials(provider: str, layer: Mapping[str, Any]) -> dict[str, str]:
     """The key, base URL and organization one layer gives for `provider` (MindsDB's spellings)."""
     found: dict[str, str] = {}
-    key = _text(layer, f"{provider}_api_key", "api_key")
+    key = _text(layer, *_KEY_KEYS.get(provider, (f"{provider}_api_key", "api_key")))
     base_url = _text(layer, *_BASE_URL_KEYS.get(provider, ("base_url",)))
     organization = _text(layer, *_ORGANIZATION_KEYS) if provider == "openai" else None
     for name, value in (("api_key", key), ("base_url", base_url), ("organization", organization)):

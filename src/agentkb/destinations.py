@@ -89,7 +89,17 @@ METADATA_HOSTS = frozenset(
     }
 )
 # Where a model object (an agent's `model` or `params`, an embedding or reranking model) names its server.
-MODEL_URL_KEYS = ("base_url", "api_base", "openai_api_base", "anthropic_api_url", "ollama_base_url")
+MODEL_URL_KEYS = (
+    "base_url",
+    "api_base",
+    "openai_api_base",
+    "anthropic_api_url",
+    "ollama_base_url",
+    "azure_endpoint",
+    "endpoint_url",
+    "litellm_api_base",
+    "nvidia_nim_base_url",
+)
 
 
 class DestinationRefused(BadRequest):

@@ -1,5 +1,7 @@
 """What one agent run emits, in order: Start, then (Action, Step)* for each tool use, then Output or
-Error, then End. Pure data; `api/sse.py` turns these into MindsDB's wire chunks."""
+Error, then End; with text streaming asked for, Delta events carry each model response's text as it is
+written, before that response's Actions or the Output. Pure data; `api/sse.py` turns these into MindsDB's
+wire chunks (where Delta has no place), `/v1` and the console show Deltas as they come."""
 
 from __future__ import annotations
 
@@ -45,6 +47,18 @@ class Step:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Delta:
+    """A piece of a model response's text as the model writes it. `response` numbers the run's model
+    responses (from 1): text of a response that then calls a tool is the model's thought before the call,
+    not the answer; the answer is the text of the last response."""
+
+    text: str
+    response: int
+    trace_id: str
+    kind: Literal["delta"] = "delta"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Output:
     """The final answer. `sources` are the deduplicated citations of the tools' results; `context` the
     retrieved passages (`{"page_content", "metadata"}`), for the non-streaming response."""
@@ -54,6 +68,7 @@ class Output:
     trace_id: str
     context: tuple[dict[str, Any], ...] = ()
     rows: tuple[dict[str, Any], ...] | None = None  # the answer as rows, when the run was asked for columns
+    streamed: bool = False  # the answer's text was sent as Deltas (of the last response), all of it
     kind: Literal["output"] = "output"
 
 
@@ -70,4 +85,4 @@ class End:
     kind: Literal["end"] = "end"
 
 
-Event: TypeAlias = Start | Action | Step | Output | Error | End
+Event: TypeAlias = Start | Action | Step | Delta | Output | Error | End

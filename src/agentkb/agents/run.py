@@ -22,18 +22,31 @@ from typing import Any
 
 import anyio
 import httpx2
-from pydantic_ai import Agent, CallToolsNode, FunctionToolCallEvent, FunctionToolResultEvent, RunContext
+from pydantic_ai import (
+    Agent,
+    CallToolsNode,
+    FunctionToolCallEvent,
+    FunctionToolResultEvent,
+    ModelRequestNode,
+    RunContext,
+)
 from pydantic_ai.exceptions import ModelAPIError, UsageLimitExceeded
-from pydantic_ai.messages import ModelResponse, RetryFeedbackPart, TextPart, ToolCallPart
+from pydantic_ai.messages import (
+    PartDeltaEvent,
+    PartStartEvent,
+    RetryFeedbackPart,
+    TextPart,
+    TextPartDelta,
+)
 from pydantic_ai.tools import Tool
 from pydantic_ai.usage import UsageLimits
 
 from agentkb.agents.agent_cache import AgentCache, configuration_key
-from agentkb.agents.events import Action, End, Error, Event, Output, Source, Start, Step
+from agentkb.agents.events import Action, Delta, End, Error, Event, Output, Source, Start, Step
 from agentkb.agents.failures import classify
 from agentkb.agents.prompt import Conversation, parse_messages, system_prompt
 from agentkb.agents.providers import MissingCredentials, ProviderContext, build_model, model_settings
-from agentkb.agents.providers.extractive import QUOTED
+from agentkb.agents.responses import as_source, call_logs, quoted_chunks, tool_input_of, tool_schema
 from agentkb.agents.structured import rows_of, rows_output
 from agentkb.agents.tools import AgentTools, ToolResult, ToolSpec
 from agentkb.agents.trace import RunTrace, TraceStep, public_model
@@ -42,55 +55,7 @@ from agentkb.storage.agents import AgentRow
 log = logging.getLogger("agentkb.agents")
 
 STOP_GRACE_S = 5.0
-
-
-def _tool_schema(spec: ToolSpec) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": {"tool_input": {"type": "string", "description": spec.input_description}},
-        "required": ["tool_input"],
-        "additionalProperties": False,
-    }
-
-
-def _tool_input(part: ToolCallPart) -> str:
-    value = part.args_as_dict().get("tool_input")
-    if isinstance(value, str):
-        return value
-    return json.dumps(value) if value is not None else str(part.args or "")
-
-
-def _logs(response: ModelResponse) -> dict[str, str]:
-    """Each tool call's `log`: the text the model wrote before it, else "Calling ..."."""
-    logs: dict[str, str] = {}
-    text: list[str] = []
-    for part in response.parts:
-        if isinstance(part, TextPart):
-            text.append(part.content)
-        elif isinstance(part, ToolCallPart):
-            thought = "".join(text).strip()
-            logs[part.tool_call_id] = thought or f"Calling {part.tool_name} with input: {_tool_input(part)}"
-            text = []
-    return logs
-
-
-def _quoted(response: ModelResponse) -> list[tuple[str, str]] | None:
-    """The chunks a model's answer quotes, as (kb name casefolded, chunk id), when it says (the extractive
-    model does, in `provider_details`); None otherwise."""
-    details = response.provider_details or {}
-    pairs = details.get(QUOTED)
-    if not isinstance(pairs, list):
-        return None
-    return [(str(kb).casefold(), str(chunk)) for kb, chunk in pairs]
-
-
-def _source(citation: Any) -> Source:
-    return {
-        "kind": citation.kind,
-        "name": citation.name,
-        "chunk_id": citation.chunk_id,
-        "source": citation.source,
-    }
+UNSTREAMED_PROVIDERS = ("extractive",)  # models with no streamed responses (a function model)
 
 
 class _Runner:
@@ -108,6 +73,7 @@ class _Runner:
         http_client: httpx2.AsyncClient,
         columns: tuple[str, ...] = (),
         agents: AgentCache | None = None,
+        stream_text: bool = False,
     ) -> None:
         self.agent = agent
         self.agents = agents
@@ -123,6 +89,10 @@ class _Runner:
         self.context: list[dict[str, Any]] = []
         self.provider = str(agent.model.get("provider", ""))
         self.model_name = str(agent.model.get("model_name", ""))
+        # text as it is written: not for rows (structured output) or a model that cannot stream
+        self.stream_text = stream_text and not columns and self.provider not in UNSTREAMED_PROVIDERS
+        self.responses = 0  # model responses so far (Delta.response)
+        self.streamed = ""  # the text of the last model response, as streamed
 
     def emit(self, event: Event) -> None:
         self.queue.put_nowait(event)
@@ -192,10 +162,12 @@ class _Runner:
                     async for node in run:
                         if isinstance(node, CallToolsNode):
                             await self._call_tools(node, run.ctx)
+                        elif self.stream_text and isinstance(node, ModelRequestNode):
+                            await self._stream_response(node, run.ctx)
                 finally:
                     usage = run.usage
                 output = run.result.output if run.result is not None else ""
-                quoted = _quoted(run.result.response) if run.result is not None else None
+                quoted = quoted_chunks(run.result.response) if run.result is not None else None
             rows = rows_of(output, self.columns)
             answer = output if rows is None else json.dumps(rows, default=str)
             self.trace.finish("completed", answer=answer)
@@ -231,6 +203,7 @@ class _Runner:
             sources = [by_chunk[key] for key in dict.fromkeys(quoted) if key in by_chunk]
         return Output(
             answer=answer,
+            streamed=self.stream_text and bool(answer) and answer == self.streamed,
             rows=tuple(rows) if rows is not None else None,
             sources=tuple(sources),
             context=tuple(self.context),
@@ -246,10 +219,28 @@ class _Runner:
             "duration_ms": self.trace.elapsed_ms(),
         }
 
+    async def _stream_response(self, node: ModelRequestNode[_Runner, Any], ctx: Any) -> None:
+        """Ask the model for its response as a stream and emit its text as Deltas as it comes (the graph then
+        goes on with the streamed response, as with a plain request)."""
+        self.responses += 1
+        pieces: list[str] = []
+        async with node.stream(ctx) as stream:
+            async for event in stream:
+                if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
+                    piece = event.part.content
+                elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
+                    piece = event.delta.content_delta
+                else:
+                    continue
+                if piece:
+                    pieces.append(piece)
+                    self.emit(Delta(text=piece, response=self.responses, trace_id=self.trace.trace_id))
+        self.streamed = "".join(pieces)
+
     async def _call_tools(self, node: CallToolsNode[_Runner, Any], ctx: Any) -> None:
         """Stream one model response's tool calls: Action before each tool runs, Step right after.
         Calls run one at a time (`sequential`); an Action waits until the previous call's Step."""
-        logs = _logs(node.model_response)
+        logs = call_logs(node.model_response)
         waiting: list[str] = []
         active: str | None = None
         actions: dict[str, Action] = {}
@@ -274,11 +265,11 @@ class _Runner:
                     part = event.part
                     log = (
                         logs.get(part.tool_call_id)
-                        or f"Calling {part.tool_name} with input: {_tool_input(part)}"
+                        or f"Calling {part.tool_name} with input: {tool_input_of(part)}"
                     )
                     actions[part.tool_call_id] = Action(
                         tool=part.tool_name,
-                        tool_input=_tool_input(part),
+                        tool_input=tool_input_of(part),
                         log=log,
                         trace_id=self.trace.trace_id,
                     )
@@ -304,7 +295,7 @@ class _Runner:
         if found is not None:
             result, duration = found
             observation = result.observation
-            sources = [_source(c) for c in result.citations]
+            sources = [as_source(c) for c in result.citations]
             for source in sources:
                 if source not in self.sources:
                     self.sources.append(source)
@@ -338,7 +329,7 @@ def _tool(spec: ToolSpec) -> Tool[_Runner]:
         call,
         name=spec.name,
         description=spec.description,
-        json_schema=_tool_schema(spec),
+        json_schema=tool_schema(spec),
         takes_ctx=True,
         sequential=True,
     )
@@ -365,12 +356,15 @@ async def run_agent(
     trace: RunTrace | None = None,
     columns: tuple[str, ...] = (),
     agents: AgentCache | None = None,
+    stream_text: bool = False,
 ) -> AsyncGenerator[Event, None]:
     """Run `agent` on `messages` and yield its events. Raises BadRequest (before the first event) when the
     messages hold no question. Pass `trace` to keep the run's trace; it is complete once End is yielded
     or the generator is closed (status "cancelled" if the run had not finished). `columns` asks the model for
     its answer as rows with those columns (`structured.py`); Output.rows carries them. `agents` keeps the
-    pydantic-ai agents built for earlier runs (`agent_cache.py`); without it each run builds its own."""
+    pydantic-ai agents built for earlier runs (`agent_cache.py`); without it each run builds its own.
+    `stream_text`: the model's responses are streamed and their text emitted as Delta events as it comes
+    (not for `columns`, nor for a model that cannot stream: the extractive one)."""
     conversation = parse_messages(messages)
     if trace is None:
         trace = RunTrace(agent.id, agent.project_id, conversation.prompt, public_model(agent.model))
@@ -385,6 +379,7 @@ async def run_agent(
         http_client=http_client,
         columns=columns,
         agents=agents,
+        stream_text=stream_text,
     )
     yield Start(prompt=conversation.prompt, trace_id=trace.trace_id)
     task = asyncio.create_task(runner.run(), name=f"agent-run-{trace.trace_id}")

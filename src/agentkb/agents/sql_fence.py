@@ -196,9 +196,25 @@ def _fence(sql: str, allowed: AllowList) -> FencedQuery:
     return FencedQuery(query.datasource, query.render(dialect), tuple(used))
 
 
+_LOWER_FOLDING = ("postgres", "redshift")
+_UPPER_FOLDING = ("oracle", "snowflake")  # SQLAlchemy names their case-insensitive tables in lower case
+_PLAIN_NAME = re.compile(r"^[a-z_][a-z0-9_$]*$")
+
+
 def _effective(ident: exp.Identifier, dialect: str) -> str:
-    """The name the database resolves: PostgreSQL folds unquoted identifiers to lower case."""
-    return ident.name.lower() if dialect == "postgres" and not ident.quoted else ident.name
+    """The name the database resolves, as SQLAlchemy's inspection spells it: PostgreSQL folds unquoted
+    identifiers to lower case; Oracle and Snowflake to upper case, which SQLAlchemy shows in lower case."""
+    if dialect in _LOWER_FOLDING and not ident.quoted:
+        return ident.name.lower()
+    if dialect in _UPPER_FOLDING and (not ident.quoted or ident.name == ident.name.upper()):
+        return ident.name.lower() if _PLAIN_NAME.match(ident.name.lower()) else ident.name
+    return ident.name
+
+
+def _spelt(name: str, dialect: str) -> exp.Identifier:
+    """An identifier the database resolves to the table SQLAlchemy calls `name`."""
+    plain = dialect in _UPPER_FOLDING and _PLAIN_NAME.match(name) is not None  # stored in upper case
+    return exp.to_identifier(name, quoted=not plain)
 
 
 def _pin(table: exp.Table, entry: AllowedTable, dialect: str) -> None:
@@ -206,14 +222,14 @@ def _pin(table: exp.Table, entry: AllowedTable, dialect: str) -> None:
     if _effective(table.this, dialect) != entry.table:
         if table.args.get("alias") is None:
             table.set("alias", exp.TableAlias(this=table.this.copy()))
-        table.set("this", exp.to_identifier(entry.table, quoted=True))
+        table.set("this", _spelt(entry.table, dialect))
     schema = table.args.get("db")
     if (
         isinstance(schema, exp.Identifier)
         and entry.schema is not None
         and _effective(schema, dialect) != entry.schema
     ):
-        table.set("db", exp.to_identifier(entry.schema, quoted=True))
+        table.set("db", _spelt(entry.schema, dialect))
 
 
 def _cte_names(ctes: Iterable[exp.Expression], dialect: str) -> set[str]:

@@ -21,7 +21,12 @@ from agentkb.api.schemas import (
     kb_record,
 )
 from agentkb.errors import BadRequest
-from agentkb.service.catalog import KnowledgeBaseInput, settings_only
+from agentkb.service.catalog import (
+    BODY_SETTING_KEYS,
+    KnowledgeBaseInput,
+    settings_only,
+    with_body_settings,
+)
 from agentkb.service.types import (
     DEFAULT_ALPHA,
     DEFAULT_FUSION_K,
@@ -114,13 +119,19 @@ async def insert_into_knowledge_base(
     ),
     prefer: str | None = Header(None, description="`respond-async` does the same as `?async=true`."),
 ) -> Any:
-    """Insert rows / query results / files / pages (spec 4.5). By default the request waits: 200 with
-    MindsDB's JSON body `""` once everything is stored (headers `X-Agentkb-Job` and `X-Agentkb-Ingest`
-    name the job and count the work). `params` with the KB's settings (`embedding_model`,
-    `reranking_model`, `id_column`, `content_columns`, `metadata_columns`, `preprocessing`) change them as
-    ALTER KNOWLEDGE_BASE does (keys of the models merged), before the data is inserted."""
+    """Insert rows / query results / files / pages (spec 4.5), and MindsDB's REST ALTER. By default the
+    request waits: 200 with MindsDB's JSON body `""` once everything is stored (headers `X-Agentkb-Job` and
+    `X-Agentkb-Ingest` name the job and count the work). The KB's settings (`embedding_model`,
+    `reranking_model`, `id_column`, `content_columns`, `metadata_columns` beside the data, as MindsDB's
+    docs send them, or in `params`; `preprocessing`) change them as ALTER KNOWLEDGE_BASE does (keys of
+    the models merged, `"******"` keeping a stored key), before the data is inserted. A body of settings
+    only is an ALTER: 200 `""`, no insert job."""
     fields = body.knowledge_base
-    given = InsertInput(**fields.model_dump(include=set(InsertInput.__slots__)))
+    values = fields.model_dump(include=set(InsertInput.__slots__))
+    values["params"] = with_body_settings(
+        values["params"], {k: getattr(fields, k) for k in BODY_SETTING_KEYS}
+    )
+    given = InsertInput(**values)
     if given.rows is None and given.query is None and given.files is None and given.urls is None:
         settings = settings_only(given.params, given.preprocessing)
         if settings is not None:  # no data: MindsDB's PUT then only updates the KB (as ALTER KNOWLEDGE_BASE)

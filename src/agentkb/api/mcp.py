@@ -16,7 +16,12 @@ Resources: `schema://knowledge_bases` (the list) and `schema://knowledge_bases/{
 knowledge base's description: its record, embedding model with secrets masked, document and chunk counts).
 
 Over HTTP the server is stateless (each request stands alone: any API process may answer it) and answers
-plain JSON; the SDK's session manager runs for the app's lifetime (`session_manager_running`).
+plain JSON; the SDK's session manager runs for the app's lifetime (`session_manager_running`). MindsDB's
+clients name two more paths (its MCP app, mounted at `/mcp`): `/mcp/streamable` (the same streamable HTTP
+server) and `/mcp/sse`, the SSE transport (the SDK's `SseServerTransport`: a GET holds the event stream,
+whose `endpoint` event names `/mcp/messages/?session_id=…`, where the client POSTs its messages). An SSE
+session lives in the process that holds its stream, answers only the credential that opened it, and ends
+when the server begins shutting down.
 """
 
 from __future__ import annotations
@@ -25,11 +30,15 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
+import anyio
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import Field, ValidationError
-from starlette.routing import BaseRoute
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agentkb import __version__
 from agentkb.api.knowledge_bases import search_options
@@ -39,6 +48,9 @@ from agentkb.service.container import Services
 from agentkb.service.types import KnowledgeBaseRow
 
 MCP_PATH = "/mcp"
+STREAMABLE_PATH = "/mcp/streamable"  # MindsDB's streamable HTTP path
+SSE_PATH = "/mcp/sse"  # MindsDB's SSE transport: the event stream (GET) ...
+MESSAGES_PATH = "/mcp/messages/"  # ... and where its client POSTs (named by the stream's `endpoint` event)
 KB_URI = "schema://knowledge_bases/{project}/{name}"
 INSTRUCTIONS = (
     "agentkb holds knowledge bases (searchable document chunks), data sources (SQL databases, uploaded "
@@ -243,12 +255,50 @@ class MCPDoor:
             stateless_http=True,
             transport_security=security,
         )
-        self.routes: list[BaseRoute] = list(
-            http_app.routes
-        )  # served by the app, which runs the session manager (`running`)
+        [streamable] = [r for r in http_app.routes if isinstance(r, Route) and r.path == MCP_PATH]
+        sse = self.server.sse_app(
+            sse_path=SSE_PATH, message_path=MESSAGES_PATH, transport_security=security
+        ).routes
+        # served by the app, which runs the session manager (`running`)
+        self.routes: list[BaseRoute] = [
+            *http_app.routes,
+            Route(STREAMABLE_PATH, endpoint=streamable.app),
+            *(
+                Route(r.path, endpoint=_SSESession(r.app), methods=["GET"])
+                for r in sse
+                if isinstance(r, Route) and r.path == SSE_PATH
+            ),
+            *(Mount(r.path, app=_SSESession(r.app)) for r in sse if isinstance(r, Mount)),
+        ]
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
         """The SDK's session manager, for as long as the app serves (once per app)."""
         async with self.server.session_manager.run():
             yield
+
+
+class _SSESession:
+    """One of the SSE transport's two routes: the request's principal (set by `Authenticate`) is the SDK's
+    user, so a session answers only the credential that opened it (another one's POSTs are 404, as for an
+    unknown session); and the request ends when the server begins shutting down (the stream would hold the
+    process until its grace deadline)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        principal = scope.get("state", {}).get("principal")
+        if principal is not None:
+            token = AccessToken(token="agentkb", client_id=principal.id, scopes=[])  # noqa: S106 - no secret
+            scope["user"] = AuthenticatedUser(token)
+        stopping = scope["app"].state.shutdown.stopping
+        async with anyio.create_task_group() as group:
+
+            async def stop() -> None:
+                await stopping.wait()
+                group.cancel_scope.cancel()
+
+            group.start_soon(stop)
+            await self.app(scope, receive, send)
+            group.cancel_scope.cancel()

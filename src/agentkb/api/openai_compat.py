@@ -25,7 +25,7 @@ from agentkb.errors import AgentKBError, BadRequest
 from agentkb.secrecy import mask_text
 from agentkb.service.agents import ChatService, step_record
 from agentkb.service.platform import RUN_STOPPED, Encoder, data, relay
-from agentkb.service.types import End, Error, Event, Output, Start, Step
+from agentkb.service.types import Delta, End, Error, Event, Output, Start, Step
 
 log = logging.getLogger("agentkb.api.openai")
 
@@ -202,7 +202,7 @@ async def chat_completions(request: Request, services: ServicesDep) -> Response:
     try:
         body = await _request(request)
         if body.stream:
-            events = await services.chat.stream(body.model, body.messages)
+            events = await services.chat.stream(body.model, body.messages, stream_text=True)
         else:
             run = await services.chat.complete(body.model, body.messages)
     except AgentKBError as exc:
@@ -233,7 +233,12 @@ async def chat_completions(request: Request, services: ServicesDep) -> Response:
 
 class ChatChunks(Encoder[Event]):
     """`chat.completion.chunk` events for a run's events; a failure or the server shutting down becomes an
-    `{"error": ...}` event; then the usage chunk (when asked for) and `[DONE]`."""
+    `{"error": ...}` event; then the usage chunk (when asked for) and `[DONE]`.
+
+    The model's text comes as it is written: one chunk per model delta. A response that then calls a tool
+    has had its text (the model's thought) sent too — nothing could tell yet that it was not the answer —
+    so the next response's text starts after a blank line. The answer is sent whole at the end only when it
+    was not streamed (a model that cannot stream, rows), or what of it was not."""
 
     def __init__(self, chat: ChatService, model: str, created: int, include_usage: bool) -> None:
         self.chat = chat
@@ -241,6 +246,9 @@ class ChatChunks(Encoder[Event]):
         self.include_usage = include_usage
         self.trace_id = ""
         self.ended = False
+        self.sent = False  # some content went out
+        self.response = 0  # the model response whose text is streaming
+        self.streamed = ""  # that response's text so far
         self.base: dict[str, Any] = {
             "id": "",
             "object": "chat.completion.chunk",
@@ -257,16 +265,40 @@ class ChatChunks(Encoder[Event]):
             self.trace_id = item.trace_id
             self.base["id"] = f"chatcmpl-{self.trace_id}"
             return [self._chunk({"role": "assistant", "content": ""}, agentkb={"trace_id": self.trace_id})]
+        if isinstance(item, Delta):
+            return [self._content(item)]
         if isinstance(item, Step):
             return [self._chunk({}, agentkb={"step": step_record(item)})]
         if isinstance(item, Output):
             extension = {"sources": [dict(s) for s in item.sources], "context": list(item.context)}
-            return [self._chunk({"content": item.answer}, agentkb=extension), self._chunk({}, "stop")]
+            rest = self._rest(item)
+            return [
+                self._chunk({"content": rest} if rest else {}, agentkb=extension),
+                self._chunk({}, "stop"),
+            ]
         if isinstance(item, Error):
             return [data(error_body(502, item.content, code=item.error_type))]
         if isinstance(item, End):
             self.ended = True  # the trace is stored: its usage can be read
         return []
+
+    def _content(self, delta: Delta) -> str:
+        text = delta.text
+        if delta.response != self.response:  # a new model response: its text after a blank line
+            self.response, self.streamed = delta.response, ""
+            if self.sent:
+                text = "\n\n" + text
+        self.streamed += delta.text
+        self.sent = True
+        return self._chunk({"content": text})
+
+    def _rest(self, output: Output) -> str:
+        """What of the answer the client has not been sent."""
+        if output.streamed:
+            return ""
+        if self.streamed and output.answer.startswith(self.streamed):
+            return output.answer[len(self.streamed) :]
+        return ("\n\n" if self.sent else "") + output.answer
 
     def ends(self, item: Event) -> bool:
         return isinstance(item, End)

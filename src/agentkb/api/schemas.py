@@ -19,7 +19,9 @@ class _Lenient(BaseModel):
 
 class ModelConfig(BaseModel):
     model_config = ConfigDict(extra="allow")
-    provider: str | None = Field(None, description="extractive, openai, anthropic, google or ollama")
+    provider: str | None = Field(
+        None, description="extractive, openai, anthropic, google, ollama, vllm, nvidia_nim, litellm or writer"
+    )
     model_name: str | None = None
     api_key: str | None = Field(None, description="Provider credential; echoed back in agent records.")
 
@@ -80,7 +82,9 @@ def agent_record(row: AgentRow) -> dict[str, Any]:
 class KnowledgeBaseFields(_Lenient):
     name: str | None = None
     embedding_model: dict[str, Any] | str | None = Field(
-        None, description="{provider: local|openai|ollama, model_name, api_key?, base_url?, dimensions?}"
+        None,
+        description="{provider: local|openai|ollama|azure_openai|google|bedrock|snowflake, model_name, "
+        "api_key?, base_url?, dimensions?, ...}",
     )
     reranking_model: dict[str, Any] | bool | None = None
     metadata_columns: list[str] | None = None
@@ -188,6 +192,19 @@ class InsertFields(_Lenient):
         "documents it did not return (in the same transaction), so the KB mirrors the query. Refused "
         "(400) with rows, files or urls, and with a LIMIT, OFFSET or LAST in the query.",
     )
+    # MindsDB's documented ALTER body (docs/rest/knowledge_bases/alter.mdx): the settings beside the data
+    # rather than in `params`; either way they change the KB as ALTER KNOWLEDGE_BASE does
+    embedding_model: dict[str, Any] | str | None = Field(
+        None,
+        description='ALTER: keys merged into the stored embedding model (`"******"` keeps a stored key; a new '
+        "`base_url` needs the key again). The same as `params.embedding_model`.",
+    )
+    reranking_model: dict[str, Any] | bool | None = Field(
+        None, description="ALTER: keys merged into the stored reranking model; `false` removes it."
+    )
+    content_columns: list[str] | None = Field(None, description="ALTER: the KB's content columns.")
+    metadata_columns: list[str] | None = Field(None, description="ALTER: the KB's metadata columns.")
+    id_column: str | None = Field(None, description="ALTER: the KB's id column.")
 
 
 class InsertRequest(BaseModel):
@@ -201,7 +218,20 @@ class InsertRequest(BaseModel):
                             {"doc_id": "faq-2", "body": "The office opens at nine.", "category": "office"},
                         ]
                     }
-                }
+                },
+                {
+                    "knowledge_base": {
+                        "embedding_model": {"api_key": "sk-new"},
+                        "reranking_model": {
+                            "provider": "openai",
+                            "model_name": "gpt-4o",
+                            "api_key": "sk-xxx",
+                        },
+                        "content_columns": ["notes"],
+                        "metadata_columns": ["product"],
+                        "id_column": "order_id",
+                    }
+                },
             ]
         }
     )

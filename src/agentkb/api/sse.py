@@ -19,7 +19,7 @@ from typing import Any, assert_never
 from fastapi.responses import StreamingResponse
 
 from agentkb.service.platform import HEADERS, MEDIA_TYPE, RUN_STOPPED, Encoder, data, relay
-from agentkb.service.types import Action, End, Error, Event, JobRow, Output, Start, Step
+from agentkb.service.types import Action, Delta, End, Error, Event, JobRow, Output, Start, Step
 
 log = logging.getLogger("agentkb.api.sse")
 
@@ -56,6 +56,8 @@ def to_chunk(event: Event) -> dict[str, Any]:
         }
     if isinstance(event, End):
         return dict(END_CHUNK)
+    if isinstance(event, Delta):  # MindsDB's stream sends the answer whole; its runs never ask for Deltas
+        raise TypeError("MindsDB's agent stream has no chunk for the model's text as it comes")
     assert_never(event)
 
 

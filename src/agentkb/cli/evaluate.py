@@ -110,7 +110,10 @@ def evaluate(
         ),
     ] = None,
     generate: Annotated[
-        bool, typer.Option("--generate", help="Have the LLM write the test questions.")
+        bool,
+        typer.Option(
+            "--generate", help="Have the LLM write the test questions (no LLM: a sentence of each chunk)."
+        ),
     ] = False,
     count: Annotated[int | None, typer.Option(min=1, help="Questions to generate (default 20).")] = None,
     from_sql: Annotated[

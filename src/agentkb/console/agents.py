@@ -18,6 +18,7 @@ from agentkb.console.session import PREFIX, check_csrf
 from agentkb.console.streams import encode, sse_stream
 from agentkb.errors import BadRequest
 from agentkb.secrecy import mask_text
+from agentkb.service.agents import RunOptions
 from agentkb.service.catalog import PROVIDERS, AgentInput, fit_to_show
 from agentkb.service.platform import RUN_STOPPED, Encoder, relay
 from agentkb.service.types import AgentRow, End, Error, Event, Start
@@ -197,9 +198,10 @@ class ChatEvents(Encoder[Event]):
 async def chat(
     request: Request, project: str, agent: str, question: str = Form(""), history: str = Form("")
 ) -> StreamingResponse:
-    """The run as server-sent events (the same service as `/completions/stream`): start, the model's
-    thoughts and tool calls (`action`), their observations (`step`), the answer with its citations
-    (`output`) or an `error`, then `end`. Closing the page cancels the run."""
+    """The run as server-sent events (the same service as `/completions/stream`): start, the model's text
+    as it writes it (`delta`), its thoughts and tool calls (`action`), their observations (`step`), the
+    answer with its citations (`output`) or an `error`, then `end`. Closing the page cancels the run."""
     services = services_of(request)
-    events = await services.completions.stream(project, agent, _messages(question, history))
+    options = RunOptions(stream_text=True)  # the answer's text shows as the model writes it
+    events = await services.completions.stream(project, agent, _messages(question, history), options)
     return sse_stream(relay(events, services.shutdown.stopping, ChatEvents(agent)))

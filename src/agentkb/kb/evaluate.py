@@ -11,6 +11,9 @@ of relevant documents (BEIR's qrels): a question is found when any of them is, a
 position, and recall@k is the share of its documents in the first k rows. Positions count result rows
 (chunks), as MindsDB's do.
 
+Without an LLM (the keyless `extractive` default model) a question is a sentence of the passage
+(`extractive_question`).
+
 `llm_relevancy`: an LLM scores each of the top 10 passages from 0 to 1 (relevant from 0.5): MindsDB's
 avg_relevancy, avg_relevance_score_by_k, avg_first_relevant_position, mean_mrr, hit_at_k,
 bin_precision_at_k, avg_entropy, avg_ndcg, avg_query_time.
@@ -78,6 +81,29 @@ def parse_question_answer(answer: str) -> tuple[str, str]:
     if "query" not in parsed or "reference_answer" not in parsed:
         raise ValueError("Cant find question/answer in LLM response")
     return str(parsed["query"]), str(parsed["reference_answer"])
+
+
+_SENTENCE_BREAK = re.compile(r"\n\s*\n|(?<=[.!?…])[\"')\]]?\s+(?=[\"'(\[]?[A-Z0-9])")
+_WORD = re.compile(r"[^\W_]{3,}", re.UNICODE)
+MAX_QUESTION_CHARS = 300
+
+
+def extractive_question(text: str) -> tuple[str, str] | None:
+    """A test question without an LLM (the keyless `extractive` default): the sentence of `text` with the
+    most distinct words of three letters or more (the first of equals), whitespace collapsed, as both the
+    question and its reference answer — the search should find the passage it was taken from. None for a
+    text with no word. Deterministic: the same text gives the same question."""
+    best, best_words = "", 0
+    for part in _SENTENCE_BREAK.split(text or ""):
+        sentence = " ".join(part.split())
+        words = len({w.lower() for w in _WORD.findall(sentence)})
+        if words > best_words:
+            best, best_words = sentence, words
+    if not best_words:
+        return None
+    if len(best) > MAX_QUESTION_CHARS:
+        best = best[:MAX_QUESTION_CHARS].rsplit(" ", 1)[0]
+    return best, best
 
 
 def relevant_ids(value: Any) -> list[str]:

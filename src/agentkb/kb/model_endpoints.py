@@ -11,20 +11,32 @@ from urllib.parse import urlsplit
 
 from agentkb.destinations import DestinationRefused, check_host
 from agentkb.errors import BadRequest
+from agentkb.kb.apis import aws, azure, gemini, names, snowflake
 from agentkb.kb.embedders import config as embedding_config
 
 MODEL_KEYS = ("embedding_model", "reranking_model")
 LOCAL = "local"  # computed in this process: no request, no key
-DEFAULT_URLS = {"openai": "https://api.openai.com/v1", "ollama": embedding_config.OLLAMA_BASE_URL}
+DEFAULT_URLS = {"openai": names.OPENAI_BASE_URL, "ollama": names.OLLAMA_BASE_URL}
 
 
 def endpoint(key: str, model: Mapping[str, Any]) -> str:
     """The URL model `key` (`embedding_model` or `reranking_model`) is called at, or `local`."""
+    provider = str(model.get("provider") or "openai")
+    found = names.ALIASES.get(provider)
+    if found == names.AZURE:
+        return azure.endpoint(model) or ""
+    if found == names.GEMINI:
+        return str(model.get("base_url") or gemini.BASE_URL)
+    if found == names.BEDROCK:
+        given = model.get("base_url") or model.get("endpoint_url")
+        return str(given or aws.default_url(aws.region(model) or "us-east-1"))
+    if found == names.SNOWFLAKE:
+        account = snowflake.account(model)
+        return str(model.get("base_url") or (snowflake.default_url(account) if account else ""))
     url = model.get("base_url")
     if url is not None:
         return str(url)
-    provider = str(model.get("provider") or "openai")
-    if key == "embedding_model" and provider != "ollama":
+    if key == "embedding_model" and found is None:
         try:
             if embedding_config.kind(dict(model)) == embedding_config.LOCAL:
                 return LOCAL

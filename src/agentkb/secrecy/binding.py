@@ -1,8 +1,8 @@
 """A stored secret is sent only to the endpoint it was given with.
 
 An update that changes where a configuration connects — an endpoint field (`is_endpoint_key`: `base_url`
-and every provider's spelling of it, `host`, `port`, `user`, `database`, connection URLs, `account`,
-`project`, `region`, the `provider` or `engine` itself) — while a stored secret would be kept because the
+and every provider's spelling of it, `host`, `port`, `user`, `database`, connection URLs, `account(_id)`,
+`project`, `region(_name)`, the `provider` or `engine` itself) — while a stored secret would be kept because the
 update did not send it again (left out of a merge, or sent back as `******`) is refused: `check_bound`
 raises a 400 that names the secret fields to send again, before anything is written. Changes that touch no
 endpoint field keep the stored secrets (the read-modify-write round trip of the SDKs), and so does an
@@ -23,8 +23,8 @@ from agentkb.secrecy.masking import MASK, has_url_password, is_sealed, is_secret
 
 _ENDPOINT_NAME = re.compile(
     r"^(?:.*_)?(?:base_url|api_base|api_url|api_host|endpoint|url|uri|host|hostname|server|port|user|username"
-    r"|database|dbname|db_file|dsn|connection_string|account|project|project_id|region|location|provider"
-    r"|engine)$"
+    r"|database|dbname|db_file|dsn|connection_string|account|account_id|project|project_id|region|region_name"
+    r"|location|provider|engine)$"
 )
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 REASON = "a stored secret is only sent to the server it was given for"

@@ -11,7 +11,7 @@ from typing import Any
 MASK = "******"
 SEALED_PREFIX = "enc:v1:"
 _SECRET_NAME = re.compile(
-    r"^(?:.*_)?(?:api_?key|password|passwd|pwd|passphrase|secret|secret_key|secret_access_key|private_key"
+    r"^(?:.*_)?(?:api_?key|password|passwd|pwd|passphrase|secret|secret_key|secret_access_key|access_key_id|private_key"
     r"|token|credentials?|authorization|connection_string|dsn|service_account_(?:json|keys?))$"
 )
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")

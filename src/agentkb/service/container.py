@@ -14,7 +14,7 @@ from agentkb.ingest.files.source import FileSource
 from agentkb.kb.embedders.registry import EmbedderRegistry
 from agentkb.kb.vectors import single_threaded_blas
 from agentkb.secrecy import SecretBox
-from agentkb.service.agents import ChatService, CompletionService, MCPService
+from agentkb.service.agents import A2AService, ChatService, CompletionService, MCPService
 from agentkb.service.catalog import (
     AgentService,
     DataSourceService,
@@ -64,6 +64,7 @@ class Services:
     health: HealthService
     metrics: MetricsService
     chat: ChatService  # agents as OpenAI chat models (`/v1`)
+    a2a: A2AService  # agents' runs as A2A tasks (`/a2a/`)
     mcp: MCPService  # what the MCP server adds: every project's KBs, fenced read-only SQL
     transfer: TransferService
     sql_jobs: SQLJobCatalog  # MindsDB's JOBS: the records
@@ -168,6 +169,7 @@ def build_services(
     reader = SQLService(sql_context, statement_handlers(evaluations=None))
     evaluations = EvaluateService(db, search, settings.default_model, http_client, SQLTables(reader, files))
     sql = SQLService(sql_context, statement_handlers(evaluations=evaluations))
+    chat = ChatService(projects, agent_service, completions)
     return Services(
         settings=settings,
         box=box,
@@ -190,7 +192,8 @@ def build_services(
         shutdown=shutdown,
         health=HealthService(db, shutdown),
         metrics=MetricsService(db),
-        chat=ChatService(projects, agent_service, completions),
+        chat=chat,
+        a2a=A2AService(chat),
         mcp=MCPService(projects, kb_service, search, kb_select, data_sources, files),
         transfer=TransferService(db, box=box, max_inflated_bytes=settings.max_import_inflated_bytes),
         sql_jobs=sql_jobs,

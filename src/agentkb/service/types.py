@@ -1,7 +1,7 @@
 """The value types the services hand to their callers (records, search hits and options, agent events),
 named in one place so the HTTP layer depends on the services alone, never on the layers beneath them."""
 
-from agentkb.agents.events import Action, End, Error, Event, Output, Start, Step
+from agentkb.agents.events import Action, Delta, End, Error, Event, Output, Start, Step
 from agentkb.agents.prompt import MESSAGES_REQUIRED
 from agentkb.ingest.pipeline import IngestStats
 from agentkb.ingest.request import InsertInput
@@ -25,6 +25,7 @@ __all__ = [
     "Action",
     "AgentRow",
     "DataSourceRow",
+    "Delta",
     "End",
     "Error",
     "Event",

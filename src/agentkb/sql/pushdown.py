@@ -8,6 +8,7 @@ and `stream_rows` runs it inside a READ ONLY transaction with a statement timeou
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Generator
 from dataclasses import dataclass, field
@@ -21,18 +22,13 @@ from sqlglot.errors import ErrorLevel, SqlglotError
 
 from agentkb.errors import BadRequest
 from agentkb.sql import sandbox
+from agentkb.sql.engines import DIALECTS
 from agentkb.validation import is_identifier
 
 # sqlglot rather than mindsdb_sql_parser: one AST both validates and transpiles to postgres/mysql/sqlite.
 # MindsDB's SQL is MySQL-flavoured (backticks, "strings"), so MySQL is tried first, then PostgreSQL (`::`, E'').
 _READ_DIALECTS = ("mysql", "postgres")
-_TARGETS = {
-    "postgres": "postgres",
-    "postgresql": "postgres",
-    "mysql": "mysql",
-    "mariadb": "mysql",
-    "sqlite": "sqlite",
-}
+_TARGETS = {name: name for name in DIALECTS} | {"postgresql": "postgres", "mariadb": "mysql"}
 
 # Names that are never data sources (MindsDB's system databases).
 RESERVED_NAMES = frozenset({"information_schema", "log", "files", "agentkb_pgvector"})  # + KBs' vector store
@@ -197,10 +193,14 @@ def parse_select(sql: str, *, allow: frozenset[str] = frozenset()) -> PushdownQu
 
 
 def _begin_read_only(conn: Connection, timeout_s: float) -> None:
-    """Open a READ ONLY transaction with a statement timeout, in the connection's own dialect."""
+    """Open a READ ONLY transaction with a statement timeout, in the connection's own dialect, where the
+    database has them (the query is one validated SELECT either way)."""
     run = conn.exec_driver_sql
     name = conn.dialect.name
-    if name == "postgresql":
+    raw: Any = conn.connection.driver_connection
+    if name == "postgresql" and conn.get_execution_options().get("agentkb_dialect") == "redshift":
+        run(f"SET statement_timeout TO {int(timeout_s * 1000)}")  # sqlglot's Redshift escapes backslashes
+    elif name == "postgresql":
         run("SET TRANSACTION READ ONLY")  # autobegin has opened the transaction
         run(f"SET LOCAL statement_timeout = {int(timeout_s * 1000)}")
         run("SET LOCAL standard_conforming_strings = on")  # the renderer assumes it for backslashes
@@ -212,12 +212,24 @@ def _begin_read_only(conn: Connection, timeout_s: float) -> None:
         run("START TRANSACTION READ ONLY")
     elif name == "sqlite":
         run("PRAGMA query_only = ON")
-        raw: Any = conn.connection.driver_connection
         deadline = time.monotonic() + timeout_s
         raw.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
+    elif name == "oracle":
+        raw.call_timeout = int(timeout_s * 1000)
+        run("SET TRANSACTION READ ONLY")
+    elif name == "snowflake":
+        run(f"ALTER SESSION SET STATEMENT_TIMEOUT_IN_SECONDS = {int(timeout_s)}")
+    elif name == "duckdb":  # no statement timeout in DuckDB: interrupt the query at the deadline
+        timer = threading.Timer(timeout_s, raw.interrupt)
+        timer.daemon = True
+        conn.info["agentkb_timer"] = timer
+        timer.start()
 
 
 def _end(conn: Connection) -> None:
+    timer = conn.info.pop("agentkb_timer", None) if not conn.invalidated else None
+    if timer is not None:
+        timer.cancel()
     if conn.dialect.name == "sqlite" and not conn.invalidated:
         raw: Any = conn.connection.driver_connection
         raw.set_progress_handler(None, 0)
@@ -233,6 +245,17 @@ def _abandon(conn: Connection) -> None:
     if pending is not None and getattr(pending, "unbuffered_active", False):
         pending.unbuffered_active = False  # or its __del__ tries to drain a closed socket
     conn.invalidate()
+
+
+# Drivers whose errors SQLAlchemy does not wrap as DBAPIError (their exceptions are not DB-API's Error).
+_DRIVER_PACKAGES = frozenset(
+    {"clickhouse_sqlalchemy", "clickhouse_driver", "databricks", "snowflake", "google"}
+)
+
+
+def is_database_error(exc: BaseException) -> bool:
+    """Whether `exc` is the database's answer (a query error, a timeout), not a fault of agentkb's."""
+    return isinstance(exc, DBAPIError) or type(exc).__module__.split(".", 1)[0] in _DRIVER_PACKAGES
 
 
 def stream_rows(
@@ -265,8 +288,11 @@ def stream_rows(
             _end(conn)
             conn.rollback()
             finished = True
-        except DBAPIError as exc:
-            message = " ".join(str(exc.orig if exc.orig is not None else exc).split())
+        except Exception as exc:
+            if not is_database_error(exc):
+                raise
+            orig = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
+            message = " ".join(str(orig).split("Stack trace:", 1)[0].split())  # ClickHouse's server trace
             raise BadRequest(message[:1000], title="Query error") from None
         finally:
             if not finished:

@@ -315,13 +315,6 @@ async def delete_other_chunks(conn: AsyncConnection, table: str, doc_ids: list[s
     )
 
 
-async def delete_chunks(conn: AsyncConnection, table: str, chunk_ids: list[str]) -> None:
-    if chunk_ids:
-        await conn.execute(
-            text(f"DELETE FROM {table} WHERE chunk_id = ANY(:ids)"), {"ids": TextArray(chunk_ids)}
-        )
-
-
 def _text_field(value: str) -> bytes:
     data = value.encode()
     return _length(len(data)) + data

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections.abc import AsyncIterator
@@ -13,7 +14,7 @@ import orjson
 import psycopg
 from pgvector.psycopg import register_vector_async
 from psycopg.types.array import ListBinaryDumper
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
@@ -97,6 +98,12 @@ def to_async_url(url: str) -> str:
     raise ValueError(f"not a PostgreSQL URL: {url.split('://')[0]}://...")
 
 
+async def _release_leases(conn: AsyncConnection) -> None:
+    await conn.rollback()
+    await conn.execute(text("SELECT pg_advisory_unlock_all()"))
+    await conn.commit()
+
+
 class Database:
     """Owns the engine. `transaction()` is the one way to write; `connect()` reads."""
 
@@ -145,6 +152,20 @@ class Database:
     async def connect(self) -> AsyncIterator[AsyncConnection]:
         async with self.engine.connect() as conn:
             yield conn
+
+    @asynccontextmanager
+    async def leasing(self) -> AsyncIterator[AsyncConnection]:
+        """A connection to hold leases on (session-level advisory locks: an ingestion job's, a scheduled
+        job's run); on the way out every such lock it holds is released — or, when that fails, the
+        connection is dropped, which releases them too — so a pooled connection never keeps one."""
+        async with self.engine.connect() as conn:
+            try:
+                yield conn
+            finally:
+                try:
+                    await asyncio.shield(_release_leases(conn))
+                except Exception:
+                    await conn.invalidate()
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:

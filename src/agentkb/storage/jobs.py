@@ -193,11 +193,6 @@ async def take_lease(conn: AsyncConnection, job_id: str) -> bool:
     return bool(found.scalar_one())
 
 
-async def end_all_leases(conn: AsyncConnection) -> None:
-    """End every lease (and any other session-level advisory lock) `conn` holds."""
-    await conn.execute(text("SELECT pg_advisory_unlock_all()"))
-
-
 async def request_cancel(conn: AsyncConnection, job_id: str) -> JobRow | None:
     """Queued jobs are cancelled at once; running ones are flagged and stop at their next check."""
     row = (
@@ -224,7 +219,7 @@ CLAIM_CANDIDATES = 8
 async def claim(conn: AsyncConnection, worker: str, stale_after_s: float) -> JobRow | None:
     """Take the oldest queued async job, or a running one whose heartbeat is stale and whose lease is free
     (its worker is gone), for `worker`. Call it in a transaction on the connection that is to hold the
-    lease: the returned job's lease stays taken on `conn` until `end_lease`."""
+    lease: the returned job's lease stays taken on `conn` until the connection is released (`Database.leasing`)."""
     candidates = await conn.execute(
         text(
             "SELECT id FROM ingest_jobs WHERE mode = 'async' AND (state = 'queued' OR (state = 'running' "

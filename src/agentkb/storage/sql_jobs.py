@@ -201,9 +201,9 @@ NextTick = Callable[[SQLJobRow, datetime], datetime | None]
 async def claim(
     conn: AsyncConnection, worker: str, stale_after_s: float, next_tick: NextTick
 ) -> tuple[SQLJobRow, SQLJobRunRow] | None:
-    """Take one due job (or one whose run's process died) for `worker`: its lease stays taken on `conn`
-    (a session lock) until `end_all_leases`. Call in a transaction. `next_tick(job, now)` plans its next run
-    (None: none, the job ends after this run)."""
+    """Take one due job (or one whose run's process died) for `worker`: its lease stays taken on `conn` (a
+    session lock) until that connection is released (`Database.leasing`). Call in a transaction.
+    `next_tick(job, now)` plans its next run (None: none, the job ends after this run)."""
     candidates = await conn.execute(
         text(
             "SELECT id FROM sql_jobs WHERE (running_run_id IS NULL AND next_run_at <= now()) OR "
@@ -264,11 +264,6 @@ async def claim(
         assert claimed is not None and run is not None
         return claimed, run
     return None
-
-
-async def end_all_leases(conn: AsyncConnection) -> None:
-    """End every lease (and any other session-level advisory lock) `conn` holds."""
-    await conn.execute(text("SELECT pg_advisory_unlock_all()"))
 
 
 async def previous_tick(conn: AsyncConnection, job_id: int, run_id: int) -> datetime | None:

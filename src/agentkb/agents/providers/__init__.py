@@ -1,7 +1,8 @@
 """Language-model providers: `extractive` (no LLM), `openai` (and OpenAI-compatible servers), `anthropic`,
-`google` and `ollama`. Importing the package registers them all."""
+`google`, `ollama`, and OpenAI-compatible servers under MindsDB's other names (`compatible`: `vllm`,
+`nvidia_nim`, `litellm`, `writer`). Importing the package registers them all."""
 
-from agentkb.agents.providers import anthropic, extractive, google, ollama, openai
+from agentkb.agents.providers import anthropic, compatible, extractive, google, ollama, openai
 from agentkb.agents.providers.base import (
     PROVIDERS,
     HTTPClient,
@@ -19,6 +20,7 @@ __all__ = [
     "ProviderContext",
     "anthropic",
     "build_model",
+    "compatible",
     "extractive",
     "google",
     "model_settings",

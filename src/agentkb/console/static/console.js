@@ -80,6 +80,19 @@
 
   function showEvent(turn, event) {
     var steps = turn.querySelector(".steps");
+    if (event.kind === "delta") {  /* the model's text as it writes it: a draft until it is placed */
+      var draft = turn.querySelector(".draft");
+      if (!draft || draft.dataset.response !== String(event.response)) {
+        if (draft) draft.remove();
+        draft = el("p", "draft answer-text", "");
+        draft.dataset.response = String(event.response);
+        turn.append(draft);
+      }
+      draft.textContent += event.text;
+      return;
+    }
+    var drafted = turn.querySelector(".draft");  /* a thought (shown with its action) or the answer (below) */
+    if (drafted && event.kind !== "step") drafted.remove();
     if (event.kind === "action") {
       var step = el("li", "step pending");
       if (event.log && event.log.trim()) step.append(el("p", "thought", event.log));

@@ -7,18 +7,23 @@ from typing import Any
 
 from agentkb.destinations import check_model_urls
 from agentkb.errors import BadRequest
+from agentkb.kb.apis import names
 from agentkb.validation import check_dict
 
 LOCAL = "local"
 OPENAI = "openai"
-OLLAMA_BASE_URL = "http://127.0.0.1:11434/v1"
+AZURE = names.AZURE
+GEMINI = names.GEMINI
+BEDROCK = names.BEDROCK
+SNOWFLAKE = names.SNOWFLAKE
+OLLAMA_BASE_URL = names.OLLAMA_BASE_URL
+# provider → the kind of embedder (`registry.EMBEDDER_KINDS`); MindsDB's names and a few more for local
 _ALIASES = {
     "local": LOCAL,
     "sentence_transformers": LOCAL,
     "sentence-transformers": LOCAL,
     "huggingface": LOCAL,
-    "openai": OPENAI,
-    "ollama": OPENAI,
+    **{name: OPENAI if kind == names.OLLAMA else kind for name, kind in names.ALIASES.items()},
 }
 ENGINES = ("auto", "torch", "onnx")  # the local provider's engines (see local.py)
 PRECISIONS = ("auto", "float32", "bfloat16")
@@ -94,7 +99,8 @@ def _check_local(config: dict[str, Any]) -> None:
 
 
 def kind(config: dict[str, Any]) -> str:
-    """`local` (sentence-transformers in this process) or `openai` (an OpenAI-compatible HTTP API)."""
+    """`local` (in this process), `openai` (an OpenAI-compatible HTTP API, Ollama's too), `azure_openai`,
+    `gemini`, `bedrock` or `snowflake`."""
     return _ALIASES[config["provider"]]
 
 

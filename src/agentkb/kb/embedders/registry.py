@@ -5,31 +5,34 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
+
 from agentkb.kb.embedders import config as embedding_config
 from agentkb.kb.embedders.base import QUERY_CACHE_SIZE, Embedder
+from agentkb.kb.embedders.bedrock import BedrockEmbedder
+from agentkb.kb.embedders.gemini import GeminiEmbedder
+from agentkb.kb.embedders.http import HTTPSession
 from agentkb.kb.embedders.local import LocalEmbedder
-from agentkb.kb.embedders.openai import HTTPSession, OpenAIEmbedder
+from agentkb.kb.embedders.openai import AzureOpenAIEmbedder, OpenAIEmbedder
+from agentkb.kb.embedders.snowflake import SnowflakeEmbedder
 
 EMBEDDER_KINDS: dict[str, type[Embedder]] = {
     embedding_config.LOCAL: LocalEmbedder,
     embedding_config.OPENAI: OpenAIEmbedder,
+    embedding_config.AZURE: AzureOpenAIEmbedder,
+    embedding_config.GEMINI: GeminiEmbedder,
+    embedding_config.BEDROCK: BedrockEmbedder,
+    embedding_config.SNOWFLAKE: SnowflakeEmbedder,
 }
-CacheKey = tuple[str, str, str | None, str | None, int | None, str | None, str | None]
+# what a configuration's embedder does not depend on (`ollama` and `openai` are the same client)
+_NOT_KEYED = ("provider", "use_default_llm")
+CacheKey = tuple[str, bytes]
 
 
 def cache_key(config: dict[str, Any]) -> CacheKey:
-    """(kind, model_name, base_url, api_key, dimensions, engine, precision): configurations that share
-    an embedder."""
-    dimensions = config.get("dimensions")
-    return (
-        embedding_config.kind(config),
-        str(config["model_name"]),
-        config.get("base_url"),
-        config.get("api_key"),
-        dimensions if isinstance(dimensions, int) else None,
-        config.get("engine"),
-        config.get("precision"),
-    )
+    """(kind, every other setting): configurations that share an embedder."""
+    rest = {k: v for k, v in config.items() if k not in _NOT_KEYED}
+    return embedding_config.kind(config), orjson.dumps(rest, option=orjson.OPT_SORT_KEYS, default=str)
 
 
 class EmbedderRegistry:
@@ -73,11 +76,11 @@ class EmbedderRegistry:
         return embedder
 
     async def dimension(self, config: dict[str, Any]) -> int:
-        """The vector size: from the configuration or the known-models table, else asked of the model."""
+        """The vector size: from the configuration or the known-models table, else asked of the model; the
+        configuration is checked either way (its embedder built)."""
+        embedder = self.get(config)  # built first: a configuration it cannot use is refused (400) here
         known = embedding_config.known_dimension(config)
-        if known is not None:
-            return known
-        return await self.get(config).dimension()
+        return known if known is not None else await embedder.dimension()
 
     async def aclose(self) -> None:
         """Close every embedder and the shared HTTP client; the registry can be reused afterwards."""

@@ -71,6 +71,7 @@ class RunOptions:
     model: Mapping[str, Any] | None = None
     columns: tuple[str, ...] = ()  # asked of the model as structured output rows (SQL select targets)
     data: dict[str, list[str]] | None = None  # the knowledge bases and tables of this run (checked)
+    stream_text: bool = False  # the model's text as it is written (Delta events): `/v1` and the console
 
     def settings(self, agent_params: Mapping[str, Any]) -> dict[str, Any]:
         given = {"timeout": self.timeout, "max_iterations": self.max_iterations}
@@ -133,7 +134,9 @@ class CompletionService:
         agent = replace(agent, model=model, prompt_template=prompt)
         if options.data is not None:
             agent = replace(agent, data=options.data)
-        return self._run(agent, project_name, messages, timeout_s, max_steps, options.columns)
+        return self._run(
+            agent, project_name, messages, timeout_s, max_steps, options.columns, options.stream_text
+        )
 
     def timeout_s(self, agent_params: Mapping[str, Any], options: RunOptions | None = None) -> float:
         """The run's deadline: the query's `timeout`, else the agent's, else the server's default."""
@@ -218,6 +221,7 @@ class CompletionService:
         timeout_s: float,
         max_steps: int,
         columns: tuple[str, ...] = (),
+        stream_text: bool = False,
     ) -> AsyncIterator[Event]:
         trace = RunTrace(
             agent.id, agent.project_id, parse_messages(messages).prompt, public_model(agent.model)
@@ -232,6 +236,7 @@ class CompletionService:
             trace=trace,
             columns=columns,
             agents=self.agent_cache,
+            stream_text=stream_text,
         )
         stored = False
         try:

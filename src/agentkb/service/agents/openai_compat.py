@@ -15,9 +15,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentkb.agents.events import Action, End, Error, Event, Output, Start, Step
+from agentkb.agents.events import Action, Delta, End, Error, Event, Output, Start, Step
 from agentkb.errors import BadRequest, NotFound, UpstreamError
-from agentkb.service.agents.completions import AgentRunError, CompletionService
+from agentkb.service.agents.completions import AgentRunError, CompletionService, RunOptions
 from agentkb.service.catalog.agents import AgentService
 from agentkb.service.catalog.projects import ProjectService
 from agentkb.storage.agents import AgentRow
@@ -130,10 +130,14 @@ class ChatService:
             raise NotFound(f"The model '{model}' does not exist", title="Model not found")
         return project, agent
 
-    async def stream(self, model: object, messages: Any) -> AsyncIterator[Event]:
-        """The run's events (Start ... End); an unknown model (404) or bad messages (400) raise here."""
+    async def stream(
+        self, model: object, messages: Any, *, stream_text: bool = False
+    ) -> AsyncIterator[Event]:
+        """The run's events (Start ... End), with Deltas of the model's text as it comes when `stream_text`;
+        an unknown model (404) or bad messages (400) raise here."""
         project, agent = self.resolve(model)
-        return await self.completions.stream(project, agent, agent_messages(messages))
+        options = RunOptions(stream_text=stream_text)
+        return await self.completions.stream(project, agent, agent_messages(messages), options)
 
     async def usage(self, model: object, trace_id: str) -> Usage:
         """The tokens a finished run's LLM requests reported, from its stored trace."""
@@ -163,7 +167,7 @@ class ChatService:
                 run.context = list(event.context)
             elif isinstance(event, Error):
                 error = event
-            elif isinstance(event, Action | End):
+            elif isinstance(event, Action | Delta | End):
                 pass
         if error is not None:
             raise AgentRunError(error.content, error.error_type)

@@ -12,7 +12,12 @@ from agentkb.service.catalog.files import (
     check_file_name,
     file_exists,
 )
-from agentkb.service.catalog.kb_admin import KnowledgeBaseAdmin, settings_only
+from agentkb.service.catalog.kb_admin import (
+    BODY_SETTING_KEYS,
+    KnowledgeBaseAdmin,
+    settings_only,
+    with_body_settings,
+)
 from agentkb.service.catalog.knowledge_bases import KnowledgeBaseInput, KnowledgeBaseService
 from agentkb.service.catalog.projects import ProjectService
 from agentkb.service.catalog.shown import fit_to_show
@@ -20,6 +25,7 @@ from agentkb.service.catalog.sql_jobs import JobInput, SQLJobCatalog, job_not_fo
 from agentkb.service.catalog.transfer import SECRET_FIELDS, TransferService
 
 __all__ = [
+    "BODY_SETTING_KEYS",
     "PROVIDERS",
     "SECRET_FIELDS",
     "AgentInput",
@@ -42,4 +48,5 @@ __all__ = [
     "job_not_found",
     "is_system",
     "settings_only",
+    "with_body_settings",
 ]

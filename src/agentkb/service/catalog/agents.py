@@ -41,7 +41,18 @@ from agentkb.validation import (
     is_identifier,
 )
 
-PROVIDERS = ("extractive", "openai", "anthropic", "google", "ollama")
+# agents/providers' registry; the last four are OpenAI-compatible servers under MindsDB's names
+PROVIDERS = (
+    "extractive",
+    "openai",
+    "anthropic",
+    "google",
+    "ollama",
+    "vllm",
+    "nvidia_nim",
+    "litellm",
+    "writer",
+)
 # agent parameters a run reads (beside the LLM's flat settings and credentials): `timeout` and
 # `max_iterations` (completions), `mode` (text; 25.14's `retrieval`: its default prompt), `return_context`
 # (true: what agentkb always does). 25.14's `is_demo` marks MindsDB's own demo objects: refused, as 26.1 does.
@@ -59,6 +70,7 @@ _PROVIDER_BY_PREFIX = (
     ("o4", "openai"),
     ("claude", "anthropic"),
     ("gemini", "google"),
+    ("palmyra-x", "writer"),  # MindsDB's WRITER_CHAT_MODELS: palmyra-x5, palmyra-x4
 )
 
 

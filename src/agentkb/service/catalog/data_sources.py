@@ -103,6 +103,7 @@ class DataSourceService:
         if engine is None:
             raise BadRequest("'engine' is required", title="Missing field")
         kind = datasources.check_engine(engine)
+        datasources.check_installed(kind)  # even unchecked: a source no query could ever reach
         params = {} if parameters is None else check_dict(parameters, "parameters")
         datasources.check_destination(kind, params, self.policy)
         refuse_sealed(params, None, "parameters.")

@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb.destinations import check_model_urls
 from agentkb.errors import BadRequest, Conflict
+from agentkb.kb import rerank
 from agentkb.kb.chunking import ChunkingConfig, chunk_document, chunking_config, content_hash
 from agentkb.kb.documents import Document
 from agentkb.kb.embedders import config as embedding_config
@@ -51,6 +52,27 @@ IDENTITY_KEYS = ("provider", "model_name", "dimensions")  # what the stored vect
 INDEX_TYPES = ("hnsw", "ivf", "ivf_file")  # ivf / ivf_file: MindsDB's faiss index, answered with HNSW
 FAISS_OPTIONS = ("nlist", "train_count")  # accepted for MindsDB's faiss storage; HNSW has no such knobs
 INDEX_LIMITS = {"m": (2, 100), "ef_construction": (4, 1000)}  # pgvector's bounds
+
+
+# MindsDB's REST ALTER (docs/rest/knowledge_bases/alter.mdx) sends these beside the data, not in `params`
+BODY_SETTING_KEYS = ("embedding_model", "reranking_model", "content_columns", "metadata_columns", "id_column")
+
+
+def with_body_settings(params: Any, beside: Mapping[str, Any]) -> Any:
+    """A `PUT …/knowledge_bases/{kb}` body's `params` with the settings given beside them (`beside`: keys of
+    `BODY_SETTING_KEYS`, None left out) merged in; 400 when one is given both ways, differently."""
+    given = {k: v for k, v in beside.items() if v is not None}
+    if not given:
+        return params
+    merged = dict(check_dict(params, "params")) if params is not None else {}
+    for key, value in given.items():
+        if key in merged and merged[key] != value:
+            raise BadRequest(
+                f"'{key}' is given twice, in 'params' and beside it, with different values: give it once",
+                title="Invalid parameter",
+            )
+        merged[key] = value
+    return merged
 
 
 def settings_only(params: Any, preprocessing: Any) -> dict[str, Any] | None:
@@ -213,7 +235,10 @@ async def apply_settings(
     if "embedding_model" in changes:
         values.update(await _embedding(conn, kb, changes["embedding_model"], embedders, box))
     if "reranking_model" in changes:
-        values["reranking_model"] = box.seal(new_reranking(kb.reranking_model, changes["reranking_model"]))
+        reranking = new_reranking(kb.reranking_model, changes["reranking_model"])
+        if reranking is not None:  # a provider, method and settings it can be called with (400 otherwise)
+            rerank.check_model(box.reveal(reranking, f"knowledge base {kb.name} reranking_model"))
+        values["reranking_model"] = box.seal(reranking)
     if "id_column" in changes:
         values["id_column"] = _id_column(changes["id_column"])
     for key in ("content_columns", "metadata_columns"):

@@ -87,17 +87,16 @@ MODEL_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
             ("local", "sentence_transformers", "sentence-transformers", "huggingface"), _LOCAL_EMBEDDING
         ),
     },
+    # `method` (multi-class, binary, no-logprobs) is applied and its values checked by `kb.rerank`
     "reranking_model": dict.fromkeys(
-        ("openai", "ollama"), ("api_key", "base_url", "timeout", "filtering_threshold")
+        ("openai", "ollama"), ("api_key", "base_url", "timeout", "filtering_threshold", "method")
     ),
 }
-_RERANK_METHODS = ("multi-class", "binary", "no-logprobs")
 
 
 def check_model_fields(key: str, given: Any, provider: Any) -> None:
     """400 naming a field of `given` (the `embedding_model` or `reranking_model` a request sends) that the
-    model of `provider` does not read (MindsDB's reranker options among them: agentkb's reranker scores
-    every candidate from 0 to 1 in one request)."""
+    model of `provider` does not read (MindsDB's reranker `mode`, for one)."""
     fields = MODEL_FIELDS[key].get(str(provider or "openai"))
     if not isinstance(given, Mapping) or fields is None:
         return
@@ -107,11 +106,4 @@ def check_model_fields(key: str, given: Any, provider: Any) -> None:
         why = f"provider {provider or 'openai'!r} reads {', '.join(('provider', 'model_name', *fields))}"
         if name == "api_version":
             why = "it is Azure OpenAI's; " + why
-        elif key == "reranking_model" and name == "method":
-            known = value in _RERANK_METHODS
-            why = (
-                f"agentkb's reranker asks for every candidate's relevance (0 to 1) in one request; MindsDB's "
-                f"scoring {'method ' + repr(value) if known else 'methods (' + ', '.join(_RERANK_METHODS) + ')'} "
-                "is not implemented. Leave 'method' out"
-            )
         raise BadRequest(f"'{key}.{name}' is not supported: {why}", title="Invalid parameter")

@@ -14,6 +14,7 @@ from sqlalchemy.exc import IntegrityError
 
 from agentkb.destinations import check_model_urls
 from agentkb.errors import BadRequest, Conflict, project_not_found
+from agentkb.kb import rerank
 from agentkb.kb.chunking import chunking_config
 from agentkb.kb.embedders import config as embedding_config
 from agentkb.kb.filters import Filter
@@ -63,8 +64,11 @@ def _reranking(value: Any, default: dict[str, Any]) -> dict[str, Any] | None:
     given = check_dict(value, "reranking_model") if value is not None else {}
     check_model_urls(given, "reranking_model")
     if "provider" in given and given["provider"] != default.get("provider"):
+        rerank.check_model(given)
         return given
     merged = drop_carried(default, {**default, **given}, given)  # the default's key stays with its server
+    if merged:
+        rerank.check_model(merged)  # a provider, method and settings it can be called with (400 otherwise)
     return merged or None
 
 

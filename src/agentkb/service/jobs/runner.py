@@ -17,8 +17,8 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -62,25 +62,9 @@ class JobRunner:
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self._lost: set[str] = set()  # jobs found taken over by another worker
 
-    @asynccontextmanager
-    async def lease(self) -> AsyncIterator[AsyncConnection]:
-        """A connection to hold a job's lease on; on the way out every lease it holds is ended (or, if that
-        fails, the connection is dropped, which ends them too)."""
-        async with self.db.connect() as conn:
-            try:
-                yield conn
-            finally:
-                try:
-                    await asyncio.shield(self._end_leases(conn))
-                except Exception:  # dropping the connection ends its leases
-                    log.warning("could not end a job lease; dropping its connection", exc_info=True)
-                    await conn.invalidate()
-
-    @staticmethod
-    async def _end_leases(conn: AsyncConnection) -> None:
-        await conn.rollback()
-        await jobs.end_all_leases(conn)
-        await conn.commit()
+    def lease(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        """A connection to hold a job's lease on; on the way out every lease it holds is ended."""
+        return self.db.leasing()
 
     async def run_job(self, job: JobRow) -> JobRow:
         """Run a claimed or synchronous job to its end and record how it ended. A failure is re-raised

@@ -9,15 +9,15 @@
 3. store the run (metrics and per-question results, `kb_evaluations`) and append its answer row to
    `save_to`, if given.
 
-The LLM is `llm` from USING, else the KB's reranking model, over the default model (MindsDB: `default_llm`)
-when they share a provider. The keyless default (`extractive`) cannot write questions: generation then
-asks for an LLM, or for a test table of existing questions. Tables are read and written through `Tables`
-(the SQL endpoint's view: `files.<name>` and data sources), so this module holds no SQL.
+The LLM is `llm` from USING, else the KB's reranking model, over the default model (MindsDB: `default_llm`;
+agentkb's `AGENTKB_DEFAULT_MODEL`) when they share a provider. With the keyless default (`extractive`, no
+LLM at all) each question is a sentence of its row's text (`test_data.py`); `llm_relevancy`, which needs an
+LLM to score passages, is refused (400) before anything is written. Tables are read and written through
+`Tables` (the SQL endpoint's view: `files.<name>` and data sources), so this module holds no SQL.
 """
 
 from __future__ import annotations
 
-import asyncio
 import random
 import time
 from collections.abc import Mapping, Sequence
@@ -25,17 +25,15 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import httpx2
-from pydantic_ai.direct import model_request
-from pydantic_ai.messages import ModelRequest, SystemPromptPart, UserPromptPart
 
-from agentkb.agents.providers import MissingCredentials, ProviderContext, build_model, model_settings
-from agentkb.errors import BadRequest, NotFound, UpstreamError
+from agentkb.errors import BadRequest, NotFound
 from agentkb.kb import evaluate as metrics
 from agentkb.kb import rerank
 from agentkb.kb.search import SearchOptions
-from agentkb.secrecy import drop_carried, mask_secrets, mask_text, secret_values
+from agentkb.secrecy import drop_carried, mask_secrets
 from agentkb.service.platform import access
 from agentkb.service.retrieval.search import SearchService
+from agentkb.service.retrieval.test_data import generate, is_extractive, llm_model
 from agentkb.storage import evaluations as repo
 from agentkb.storage.db import Database
 from agentkb.storage.evaluations import EvaluationRow
@@ -52,7 +50,6 @@ __all__ = [
 ]
 
 PARAMETERS = ("test_table", "generate_data", "evaluate", "llm", "save_to", "version", "top_k")
-GENERATION_CONCURRENCY = 4
 MAX_LISTED = 100
 
 
@@ -174,10 +171,12 @@ class EvaluateService:
         context = db or kb.project_name
         assert given.test_table is not None
         llm = self.llm_for(given.llm, kb)
+        if given.evaluate and given.version == metrics.LLM_RELEVANCY and is_extractive(llm):
+            llm_model(llm, "score the retrieved passages", self.http_client)  # 400 before anything is written
         generated = None
         if given.generate_data is not None:
             sample = await self._sample(kb, given.generate_data, context, tables)
-            test_rows = await self._generate(sample, llm, given.version)
+            test_rows = await generate(sample, llm, given.version, self.http_client)
             await tables.write(given.test_table, test_rows, replace=True)
             generated = len(test_rows)
         if not given.evaluate:
@@ -245,71 +244,6 @@ class EvaluateService:
         count = min(int(generate.get("count", metrics.DEFAULT_QUESTION_COUNT)), len(rows))
         return random.sample(rows, count)
 
-    async def _generate(
-        self, sample: list[dict[str, Any]], llm: dict[str, Any], version: str
-    ) -> list[dict[str, Any]]:
-        if version == metrics.DOC_ID and sample and "id" not in sample[0]:
-            raise BadRequest("'id' column is required for generating test dataset")
-        model = self._model(llm, "generate test data")
-        settings = model_settings(llm)
-        gate = asyncio.Semaphore(GENERATION_CONCURRENCY)
-
-        async def ask(text: str) -> tuple[str, str] | ValueError:
-            request = ModelRequest(
-                parts=[
-                    SystemPromptPart(metrics.GENERATE_QA_SYSTEM_PROMPT),
-                    UserPromptPart(metrics.qa_user_message(text)),
-                ]
-            )
-            async with gate:
-                try:
-                    response = await model_request(model, [request], model_settings=settings)
-                except Exception as exc:  # the providers raise many kinds of errors
-                    raise UpstreamError(
-                        mask_text(
-                            f"The LLM {llm.get('model_name')!r} failed to generate test data: "
-                            f"{type(exc).__name__}: {exc}",
-                            secret_values(llm),
-                        ),
-                        title="LLM error",
-                    ) from exc
-            try:
-                return metrics.parse_question_answer(response.text or "")
-            except ValueError as exc:
-                return exc
-
-        answers = await asyncio.gather(*(ask(str(row.get("chunk_content") or "")) for row in sample))
-        errors = [a for a in answers if isinstance(a, ValueError)]
-        if len(errors) > metrics.MAX_GENERATION_ERRORS:
-            raise UpstreamError(f"The LLM's test data could not be read: {errors[-1]}", title="LLM error")
-        out = []
-        for row, qa in zip(sample, answers, strict=True):
-            if isinstance(qa, ValueError):
-                continue
-            record = {"text": row.get("chunk_content"), "question": qa[0], "answer": qa[1]}
-            if version == metrics.DOC_ID:
-                record["doc_id"] = row["id"]
-            out.append(record)
-        if not out:
-            raise UpstreamError("No data in generated test dataset", title="LLM error")
-        if version != metrics.DOC_ID:
-            out = [{**r, "id": i} for i, r in enumerate(out)]
-        return out
-
-    def _model(self, llm: dict[str, Any], purpose: str) -> Any:
-        if llm.get("provider") == "extractive":
-            raise BadRequest(
-                f"EVALUATE needs an LLM to {purpose}, and the default model is 'extractive' (no LLM): give "
-                "llm = {'provider': 'openai', 'model_name': …, 'api_key': …} in USING, set a reranking_model "
-                "on the knowledge base or a default model (AGENTKB_DEFAULT_MODEL); or evaluate an existing "
-                "test_table of question and doc_id columns, without generate_data",
-                title="No LLM",
-            )
-        try:
-            return build_model(ProviderContext(model=llm, http_client=self.http_client))
-        except MissingCredentials as exc:
-            raise BadRequest(str(exc), title="No LLM") from exc
-
     # --- scoring -----------------------------------------------------------------------------------------
     @staticmethod
     def _questions(rows: list[dict[str, Any]], needed: tuple[str, ...]) -> None:
@@ -350,7 +284,7 @@ class EvaluateService:
         self, kb: KnowledgeBaseRow, rows: list[dict[str, Any]], top_k: int, llm: dict[str, Any]
     ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         self._questions(rows, ("question", "answer"))
-        self._model(llm, "score the retrieved passages")  # the same checks as for generation
+        llm_model(llm, "score the retrieved passages", self.http_client)  # the same checks as for generation
         results = []
         for row in rows:
             hits, seconds = await self._timed_search(kb, row["question"], top_k)

@@ -24,11 +24,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import datetime
-
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb import metrics
 from agentkb.service.catalog.sql_jobs import SQLJobCatalog
@@ -120,7 +116,7 @@ class Scheduler:
         while len(self.running) < self.concurrency:
             lease = contextlib.AsyncExitStack()  # the run task closes it; here only when nothing is claimed
             try:
-                conn = await lease.enter_async_context(self._lease())
+                conn = await lease.enter_async_context(self.db.leasing())
                 async with conn.begin():
                     claimed = await sql_jobs.claim(conn, self.worker_id, self.stale_after_s, plan_next)
             except BaseException:
@@ -135,24 +131,6 @@ class Scheduler:
             task.add_done_callback(self.running.discard)
             started += 1
         return started
-
-    @asynccontextmanager
-    async def _lease(self) -> AsyncIterator[AsyncConnection]:
-        """The connection a run's lease is held on; on the way out its leases end (or it is dropped)."""
-        async with self.db.connect() as conn:
-            try:
-                yield conn
-            finally:
-                try:
-                    await asyncio.shield(self._end_leases(conn))
-                except Exception:  # dropping the connection ends its leases
-                    await conn.invalidate()
-
-    @staticmethod
-    async def _end_leases(conn: AsyncConnection) -> None:
-        await conn.rollback()
-        await sql_jobs.end_all_leases(conn)
-        await conn.commit()
 
     # -- one run ------------------------------------------------------------------------------------------
     async def _run(self, job: SQLJobRow, run: SQLJobRunRow, lease: contextlib.AsyncExitStack) -> None:
