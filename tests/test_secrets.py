@@ -299,19 +299,25 @@ def world(base_url: str, pg_source: dict[str, Any]) -> Iterator[World]:
                 "base_url": llm.base_url,
                 "api_key": secrets["reranker api_key"],
             },
-            "params": {
-                "access_token": secrets["kb params access_token"],
-                "notes": {"origin": f"postgresql://app:{secrets['kb params url password']}@db/x"},
+            # secrets in params: a contextual LLM's key, and a URL with a password in its prompt's template
+            "preprocessing": {
+                "type": "contextual",
+                "contextual_config": {
+                    "llm_config": {**world.model(secrets["kb params access_token"])},
+                    "context_template": "Origin postgresql://app:"
+                    f"{secrets['kb params url password']}@db/x. {{CHUNK_CONTENT}}",
+                },
             },
         }
         created = world.keep("POST kb", c.post(f"{world.p}/knowledge_bases", json={"knowledge_base": kb}))
         assert created.status_code == 201, created.text
         inserted = c.put(f"{world.p}/knowledge_bases/{world.kb}", json={"knowledge_base": {"rows": ROWS}})
         assert inserted.status_code == 200, inserted.text
+        llm.reset()  # the contexts the insert asked for
         agent = {
             "name": world.agent,
             "model": world.model(secrets["agent api_key"]),
-            "params": {"vendor_token": secrets["agent params token"]},
+            "params": {"anthropic_api_key": secrets["agent params token"]},
         }
         made = world.keep("POST agent", c.post(f"{world.p}/agents", json={"agent": agent}))
         assert made.status_code == 201, made.text
@@ -334,8 +340,9 @@ def test_records_and_catalog_answers_show_no_secret(client: httpx.Client, world:
     p = world.p
     kb = world.keep("GET kb", client.get(f"{p}/knowledge_bases/{world.kb}")).json()
     assert kb["embedding_model"]["api_key"] == MASK and kb["reranking_model"]["api_key"] == MASK
-    assert kb["params"]["access_token"] == MASK
-    assert kb["params"]["notes"]["origin"] == MASK  # a URL with a password is a secret wherever it is
+    contextual = kb["params"]["preprocessing"]["contextual_config"]
+    assert contextual["llm_config"]["api_key"] == MASK
+    assert contextual["context_template"] == MASK  # a URL with a password is a secret wherever it is
     assert kb["embedding_model"]["base_url"] == world.embed.url and kb["document_count"] == 3
     world.keep("GET kbs", client.get(f"{p}/knowledge_bases"))
     ds = world.keep("GET database", client.get(f"/api/databases/{world.ds}")).json()
@@ -353,7 +360,8 @@ def test_records_and_catalog_answers_show_no_secret(client: httpx.Client, world:
         assert answer["type"] == "table" and answer["data"], answer
     kbs = _sql(client, world, f"SELECT * FROM information_schema.knowledge_bases WHERE name = '{world.kb}'")
     row = dict(zip(kbs["column_names"], kbs["data"][0], strict=True))
-    assert row["EMBEDDING_MODEL"]["api_key"] == MASK and row["PARAMS"]["access_token"] == MASK
+    assert row["EMBEDDING_MODEL"]["api_key"] == MASK
+    assert row["PARAMS"]["preprocessing"]["contextual_config"]["llm_config"]["api_key"] == MASK
     dbs = _sql(client, world, f"SELECT * FROM information_schema.databases WHERE name = '{world.ds}'")
     connection_data = dict(zip(dbs["column_names"], dbs["data"][0], strict=True))["CONNECTION_DATA"]
     assert json.loads(connection_data)["password"] == MASK  # JSON text, as MindsDB
@@ -368,7 +376,7 @@ def test_records_and_catalog_answers_show_no_secret(client: httpx.Client, world:
         for record in records:
             if record["name"] == world.agent:
                 assert record["model"]["api_key"] == world.secrets["agent api_key"]
-                assert record["params"]["vendor_token"] == MASK
+                assert record["params"]["anthropic_api_key"] == MASK
             record["model"].pop("api_key", None)
         world.shown.append((what, json.dumps(body)))
 
@@ -478,9 +486,11 @@ def test_providers_get_real_keys_and_masked_round_trips_keep_them(client: httpx.
     )
     assert answer.status_code == 200 and answer.json()["message"]["content"] == "Bees dance.", answer.text
     assert world.llm.requests[0].headers["authorization"] == f"Bearer {s['agent api_key']}"
-    params_back = client.put(f"{p}/agents/{world.agent}", json={"agent": {"params": {"vendor_token": MASK}}})
+    params_back = client.put(
+        f"{p}/agents/{world.agent}", json={"agent": {"params": {"anthropic_api_key": MASK}}}
+    )
     assert (
-        params_back.json()["params"]["vendor_token"] == MASK
+        params_back.json()["params"]["anthropic_api_key"] == MASK
         and s["agent params token"] not in params_back.text
     )
 

@@ -9,7 +9,7 @@ run over HTTP (see tests/compat/mdb.py):
 - `@patch(...BaseLLMReranker.get_scores)` → the reranking model points at the scripted LLM, which answers
   reranking requests with `get_scores(query, docs)`.
 - `_create_kb` no longer creates a `duckdb_faiss` storage database (agentkb keeps chunks in its own
-  PostgreSQL; `storage=` is only recorded).
+  PostgreSQL; `storage=` is refused with a 400 naming it).
 - Where MindsDB reads its own database (`self.db.KnowledgeBase.query`), the KB record of
   `GET /api/projects/mindsdb/knowledge_bases/{kb}` and the requests the stubs received are read instead.
 - Long tests are split at MindsDB's own section comments so that each missing capability shows on its own;

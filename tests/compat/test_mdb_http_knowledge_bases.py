@@ -1,9 +1,10 @@
 """Ported from MindsDB `tests/unit/api/http/knowledge_bases_test.py` @v26.1.0.
 
 Adaptations: MindsDB first creates a `duckdb_faiss` database `kb_vector_db` for the KB's storage (not ported:
-agentkb keeps chunks in its own PostgreSQL and only records `storage`). The patched `LLMClient` (the
-embedder) is MindsDB's dummy embedder served over HTTP (tests/compat/mdb.py), so "the embedder was built with
-the new key" is read from the Authorization header of the first embedding request after the update.
+agentkb keeps chunks in its own PostgreSQL, and refuses `storage` with a 400 naming it, so the body leaves it
+out). The patched `LLMClient` (the embedder) is MindsDB's dummy embedder served over HTTP
+(tests/compat/mdb.py), so "the embedder was built with the new key" is read from the Authorization header of
+the first embedding request after the update.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def test_update_kb_embeddings(client: httpx.Client, mdb_embeddings: MindsDBEmbed
         json={
             "knowledge_base": {
                 "name": "test_kb",
-                "storage": {"database": "kb_vector_db", "table": "default_collection"},
+                # adaptation: no "storage": {"database": "kb_vector_db", "table": "default_collection"}
                 "params": {
                     "embedding_model": mdb_embeddings.mindsdb_model(
                         model_name="dummy_model", api_key="embed-key-1"

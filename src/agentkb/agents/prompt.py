@@ -16,6 +16,13 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 from agentkb.errors import BadRequest
 
 DEFAULT_PROMPT_TEMPLATE = "You are an assistant, answer using the tables connected"
+# MindsDB 25.14's default for an agent of `mode = 'retrieval'` (its DEFAULT_RAG_PROMPT_TEMPLATE, whose
+# `Question: {question} / Context: {context} / Answer:` tail agentkb's conversation and tools stand for)
+RETRIEVAL_PROMPT_TEMPLATE = (
+    "You are an assistant for question-answering tasks. Use the following pieces of retrieved context to "
+    "answer the question. If you don't know the answer, just say that you don't know. Use two sentences "
+    "maximum and keep the answer concise."
+)
 MESSAGES_REQUIRED = 'Must provide "messages" parameter in POST body'
 
 

@@ -93,7 +93,8 @@ class KnowledgeBaseFields(_Lenient):
     params: dict[str, Any] | None = None
     preprocessing: dict[str, Any] | None = None
     storage: dict[str, Any] | None = Field(
-        None, description="Recorded only: chunks always live in agentkb's pgvector."
+        None,
+        description="Refused (400): chunks always live in agentkb's own pgvector; leave it out.",
     )
 
 

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -33,6 +34,7 @@ from agentkb.errors import UpstreamError
 from agentkb.kb.chunking import Chunk, ChunkingConfig, chunk_document, source_fingerprint
 from agentkb.kb.documents import Document
 from agentkb.kb.embedders.base import Embedder
+from agentkb.kb.preprocessing import CONTEXTUAL
 from agentkb.storage import chunks as store
 from agentkb.storage.chunks import ChunkWrite
 
@@ -149,6 +151,24 @@ def _unchanged(stored: list[store.StoredChunk]) -> bool:
     )
 
 
+def _chunks(
+    docs: Iterable[Document], config: ChunkingConfig, updated_at: str
+) -> list[tuple[Document, Chunk]]:
+    """The chunks of one document's columns, each with the document it is of; a chunk id made twice (MindsDB's
+    JSON chunk ids name the JSON `content_column`, not the document's) is the last one made, as MindsDB's
+    upsert keeps it."""
+    made = {c.chunk_id: (doc, c) for doc in docs for c in chunk_document(doc, config, updated_at)}
+    return list(made.values())
+
+
+class ChunkContexts(Protocol):
+    """Contextual chunking's LLM (`service.ingest.contexts`): each chunk's context, from its cache or asked."""
+
+    async def add_contexts(self, pairs: list[tuple[Document, Chunk]]) -> None:
+        """Rewrite each chunk's `content` (and `content_hash`) with its context within its document."""
+        ...
+
+
 class Ingestor:
     """Writes documents into one KB inside one transaction (`conn`)."""
 
@@ -166,9 +186,13 @@ class Ingestor:
         dim: int | None = None,
         seen_in_memory: int = SEEN_IN_MEMORY,
         locked_documents: int = LOCKED_DOCUMENTS,
+        contexts: ChunkContexts | None = None,
     ) -> None:
         """`dim`: the size of the table's vectors; embeddings of another size are refused. `seen_in_memory`:
-        see `SeenDocuments`. `locked_documents`: see `LOCKED_DOCUMENTS`."""
+        see `SeenDocuments`. `locked_documents`: see `LOCKED_DOCUMENTS`. `contexts`: the LLM of contextual
+        chunking (required by it, unused otherwise)."""
+        if (chunking.kind == CONTEXTUAL) != (contexts is not None):
+            raise ValueError("contextual chunking, and only it, takes `contexts`")
         self.conn = conn
         self.kb_id = kb_id
         self.table = table
@@ -183,6 +207,7 @@ class Ingestor:
         self.no_upsert = no_upsert
         self.skipped = 0  # documents left as stored (`skip_existing`)
         self.dim = dim
+        self.contexts = contexts
 
     async def _plan(self, documents: list[Document]) -> _Plan:
         updated_at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
@@ -221,16 +246,20 @@ class Ingestor:
         by_stored_doc: dict[str, list[store.StoredChunk]] = {}
         for c in stored.values():
             by_stored_doc.setdefault(c.doc_id, []).append(c)
+        chunked: list[tuple[str, list[tuple[Document, Chunk]]]] = []
         for doc_id in doc_ids:
-            rewrite = doc_id in seen
             olds = by_stored_doc.get(doc_id, [])
-            if olds and not rewrite and _unchanged(olds):  # not chunked again
+            if olds and doc_id not in seen and _unchanged(olds):  # not chunked again
                 keep.extend(c.chunk_id for c in olds)
                 stats.unchanged += len(olds)
                 continue
-            chunks = [
-                c for doc in by_doc[doc_id].values() for c in chunk_document(doc, self.chunking, updated_at)
-            ]
+            chunked.append((doc_id, _chunks(by_doc[doc_id].values(), self.chunking, updated_at)))
+        if self.contexts is not None:
+            await self.contexts.add_contexts([pair for _, pairs in chunked for pair in pairs])
+        for doc_id, pairs in chunked:
+            chunks = [chunk for _, chunk in pairs]
+            rewrite = doc_id in seen
+            olds = by_stored_doc.get(doc_id, [])
             digest = digests[doc_id]
             fingerprint = fingerprints[doc_id] = None if digest is None else f"{digest}:{len(chunks)}"
             same: list[str] = []

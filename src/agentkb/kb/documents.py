@@ -52,15 +52,16 @@ def _text(value: Any) -> str | None:
     return text if text.strip() else None
 
 
-def _json_safe(value: Any) -> Any:
+def json_safe(value: Any) -> Any:
+    """`value` as JSON can hold it: non-finite floats as null, tuples as lists, other types as text."""
     if value is None or isinstance(value, (str, int, bool)):
         return value
     if isinstance(value, float):
         return None if not math.isfinite(value) else value
     if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
+        return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
+        return [json_safe(v) for v in value]
     return str(value)
 
 
@@ -114,7 +115,7 @@ def row_documents(
         id_col, content_cols, metadata_cols = resolved[key]
         metadata: dict[str, Any] = {}
         for column in metadata_cols:
-            value = _json_safe(row.get(column))
+            value = json_safe(row.get(column))
             if isinstance(value, dict):
                 metadata.update(value)  # MindsDB merges dict values into the metadata
             else:
@@ -128,7 +129,7 @@ def row_documents(
         for column, text in texts:
             if text is None:
                 continue
-            original = _json_safe(given_id) if given_id is not None else content_id(text)
+            original = json_safe(given_id) if given_id is not None else content_id(text)
             yield Document(
                 doc_id=str(original),
                 original_id=original,

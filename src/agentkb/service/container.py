@@ -26,6 +26,7 @@ from agentkb.service.catalog import (
     TransferService,
 )
 from agentkb.service.ingest import (
+    ChunkContextService,
     ChunkWriter,
     IngestService,
     PartitionedInserts,
@@ -133,7 +134,8 @@ def build_services(
         ),
     )
     query_sources = QuerySources(data_sources, files)  # an insert's SELECT: uploaded files or a data source
-    writer = ChunkWriter(embedders, box, VectorIndexMerger(db))
+    contexts = ChunkContextService(db, settings.default_model, http_client)  # contextual chunking's LLM
+    writer = ChunkWriter(embedders, box, VectorIndexMerger(db), contexts)
     ingest = IngestService(
         db,
         writer,

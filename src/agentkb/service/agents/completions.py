@@ -21,7 +21,7 @@ import httpx2
 
 from agentkb.agents.agent_cache import AgentCache
 from agentkb.agents.events import End, Error, Event, Output
-from agentkb.agents.prompt import parse_messages
+from agentkb.agents.prompt import RETRIEVAL_PROMPT_TEMPLATE, parse_messages
 from agentkb.agents.providers import provider_name
 from agentkb.agents.run import run_agent
 from agentkb.agents.tools import AgentTools
@@ -70,6 +70,7 @@ class RunOptions:
     prompt_template: str | None = None
     model: Mapping[str, Any] | None = None
     columns: tuple[str, ...] = ()  # asked of the model as structured output rows (SQL select targets)
+    data: dict[str, list[str]] | None = None  # the knowledge bases and tables of this run (checked)
     stream_text: bool = False  # the model's text as it is written (Delta events): `/v1` and the console
 
     def settings(self, agent_params: Mapping[str, Any]) -> dict[str, Any]:
@@ -128,7 +129,11 @@ class CompletionService:
         model = llm_config(agent.model, agent.params, self.settings.default_model, options.model)
         provider_name(model)
         prompt = options.prompt_template if options.prompt_template is not None else agent.prompt_template
+        if prompt is None and agent.params.get("mode") == "retrieval":  # MindsDB 25.14's default for it
+            prompt = RETRIEVAL_PROMPT_TEMPLATE
         agent = replace(agent, model=model, prompt_template=prompt)
+        if options.data is not None:
+            agent = replace(agent, data=options.data)
         return self._run(
             agent, project_name, messages, timeout_s, max_steps, options.columns, options.stream_text
         )

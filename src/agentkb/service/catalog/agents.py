@@ -53,6 +53,12 @@ PROVIDERS = (
     "litellm",
     "writer",
 )
+# agent parameters a run reads (beside the LLM's flat settings and credentials): `timeout` and
+# `max_iterations` (completions), `mode` (text; 25.14's `retrieval`: its default prompt), `return_context`
+# (true: what agentkb always does). 25.14's `is_demo` marks MindsDB's own demo objects: refused, as 26.1 does.
+RUN_PARAMS = ("timeout", "max_iterations", "mode", "return_context")
+MODES = ("text", "retrieval")
+FIELD_CHECKED = ("extractive", "openai", "anthropic", "google", "ollama")  # `check_model_fields`
 _PART = IDENTIFIER.pattern.strip("^$")
 _NAME_PATTERN = r"[A-Za-z0-9_*?]*[*?][A-Za-z0-9_*?]*"  # MindsDB matches data names with fnmatch: kb_show*
 _KB_REF = re.compile(rf"^(?:({_PART})\.)?({_PART}|{_NAME_PATTERN})$")
@@ -66,6 +72,9 @@ _PROVIDER_BY_PREFIX = (
     ("gemini", "google"),
     ("palmyra-x", "writer"),  # MindsDB's WRITER_CHAT_MODELS: palmyra-x5, palmyra-x4
 )
+
+
+AgentData = dict[str, list[str]]  # an agent's `data`: its knowledge bases and tables
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,8 +132,27 @@ def build_model(given: AgentInput, default: dict[str, Any]) -> dict[str, Any] | 
             title="Invalid model",
         )
     check_storable(out, "model")  # top-level `model_name` / `provider` are folded in unchecked above
+    check_model_fields(out, "model")
     check_model_urls(out, "model")
     return out
+
+
+def check_model_fields(model: dict[str, Any], where: str) -> None:
+    """400 naming a field of an agent's model that its provider does not read: the providers here read the
+    provider, the model name, credentials (`api_key`, `base_url`, `<provider>_api_key`, `organization`) and
+    the sampling settings and `timeout` of every request (`agents.providers.model_settings`)."""
+    if model.get("provider") not in FIELD_CHECKED:
+        return  # a provider whose fields are its own module's to check
+    for key, value in model.items():
+        if value is None or key in ("provider", "model_name", "timeout") or model_params({key: value}):
+            continue
+        hint = " (it is Azure OpenAI's)" if key == "api_version" else ""
+        raise BadRequest(
+            f"'{where}.{key}' is not supported by provider {model.get('provider')!r}{hint}; a model takes "
+            "provider, model_name, api_key, base_url, timeout and the sampling settings (temperature, "
+            "max_tokens, top_p, ...)",
+            title="Invalid model",
+        )
 
 
 def build_data(data: Any, project: Project) -> dict[str, list[str]]:
@@ -171,12 +199,52 @@ def check_data_scope(data: dict[str, list[str]]) -> None:
         access.require_global("an agent reading data source or file tables")
 
 
+def _check_param(key: str, value: Any) -> None:
+    """An agent parameter agentkb applies (`RUN_PARAMS`, and the flat LLM settings and credentials that
+    `credentials.llm_config` lays under the model), else a 400 naming it. None removes one (update)."""
+    if value is None or model_params({key: value}):
+        return
+    if key not in RUN_PARAMS:
+        hint = " (put it in 'model')" if key in ("provider", "model_name", "api_version") else ""
+        raise BadRequest(
+            f"Agent parameter '{key}' is not supported{hint}; an agent's parameters are model, data, "
+            f"prompt_template, {', '.join(RUN_PARAMS)}, and its LLM's settings and credentials "
+            "(temperature, max_tokens, ..., api_key, base_url, <provider>_api_key)",
+            title="Invalid parameter",
+        )
+    if key == "mode" and value not in MODES:
+        refused = (
+            " (MindsDB 26.1's SQL mode answers with the rows of a SQL query it writes: agentkb's "
+            "agents answer in text; select columns from an agent for rows)"
+            if value == "sql"
+            else ""
+        )
+        raise BadRequest(
+            f"Agent parameter 'mode' {value!r} is not supported{refused}; use {' or '.join(map(repr, MODES))}",
+            title="Invalid parameter",
+        )
+    if key == "return_context" and not isinstance(value, bool):
+        raise BadRequest(f"Agent parameter '{key}' must be true or false", title="Invalid parameter")
+    if key == "return_context" and value is False:
+        raise BadRequest(
+            "Agent parameter 'return_context' false is not supported: agentkb always returns the context "
+            "(the passages an answer drew on); leave it out",
+            title="Invalid parameter",
+        )
+    if key in ("timeout", "max_iterations") and (
+        isinstance(value, bool) or not isinstance(value, int | float) or value <= 0
+    ):
+        raise BadRequest(f"Agent parameter '{key}' must be a positive number", title="Invalid parameter")
+
+
 def _params(given: AgentInput) -> dict[str, Any]:
     if given.params is None:
         return {}
     params = dict(check_dict(given.params, "params"))
     for moved in ("model", "data", "prompt_template"):  # MindsDB accepts these inside params too
         params.pop(moved, None)
+    for key, value in params.items():
+        _check_param(key, value)
     check_model_urls(params, "params")  # flat LLM settings (`openai_api_base`, ...)
     return params
 
@@ -237,6 +305,16 @@ class AgentService:
 
     async def get(self, project_name: str, name: str) -> AgentRow:
         return self._shown(await self._stored(project_name, name))
+
+    async def run_data(self, project_name: str, data: Any) -> AgentData:
+        """A query's `USING data = {...}` (MindsDB's per-query data): checked as an agent's `data` is, for one
+        run in `project_name` (bare knowledge-base names are its)."""
+        access.require_project(project_name)
+        async with self.db.read() as conn:
+            project = await projects.resolve(conn, project_name)
+        built = build_data(data, project)
+        check_data_scope(built)
+        return built
 
     async def get_for_run(self, project_name: str, name: str) -> AgentRow:
         """The agent with the secrets of its model and params decrypted (`SecretUnavailable` if one cannot

@@ -21,12 +21,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from agentkb.destinations import check_model_urls
 from agentkb.errors import BadRequest, Conflict
 from agentkb.kb import rerank
-from agentkb.kb.chunking import chunk_document, chunking_config, content_hash
+from agentkb.kb.chunking import ChunkingConfig, chunk_document, chunking_config, content_hash
 from agentkb.kb.documents import Document
 from agentkb.kb.embedders import config as embedding_config
 from agentkb.kb.embedders.registry import EmbedderRegistry
-from agentkb.secrecy import SecretBox, check_bound, restore_masked
-from agentkb.service.catalog import kb_lookup
+from agentkb.kb.preprocessing import CONTEXTUAL
+from agentkb.secrecy import SecretBox, check_bound, refuse_sealed, restore_masked
+from agentkb.service.catalog import kb_lookup, kb_params
 from agentkb.service.platform import access
 from agentkb.storage import chunks, jobs
 from agentkb.storage import knowledge_bases as repo
@@ -44,8 +45,9 @@ SETTING_KEYS = (
     "preprocessing",
     "ef_search",
 )
-# MindsDB's ALTER validates these (KnowledgeBaseInputParams) but changes nothing with them.
-INERT_KEYS = ("kb_no_upsert", "kb_skip_existing", "is_sparse", "vector_size")
+# MindsDB's ALTER validates these (KnowledgeBaseInputParams) but changes nothing with them: agentkb takes
+# `is_sparse = false` and the KB's own `vector_size` (what it has), and refuses the rest by name (kb_params).
+INERT_KEYS = (*kb_params.INSERT_OPTIONS, *kb_params.SPARSE_KEYS)
 IDENTITY_KEYS = ("provider", "model_name", "dimensions")  # what the stored vectors depend on
 INDEX_TYPES = ("hnsw", "ivf", "ivf_file")  # ivf / ivf_file: MindsDB's faiss index, answered with HNSW
 FAISS_OPTIONS = ("nlist", "train_count")  # accepted for MindsDB's faiss storage; HNSW has no such knobs
@@ -86,6 +88,18 @@ def settings_only(params: Any, preprocessing: Any) -> dict[str, Any] | None:
     return given or None
 
 
+def read_chunking(params: Mapping[str, Any], box: SecretBox, kb_name: str) -> ChunkingConfig:
+    """A knowledge base's chunking from its stored `params` (`kb.preprocessing.chunking_config`), its
+    `preprocessing` revealed: a contextual LLM's key, or a URL password in a template, is stored sealed."""
+    preprocessing = params.get("preprocessing")
+    if preprocessing is not None:
+        params = {
+            **params,
+            "preprocessing": box.reveal(preprocessing, f"knowledge base {kb_name} preprocessing"),
+        }
+    return chunking_config(params)
+
+
 def check_ef_search(value: Any) -> int:
     """A knowledge base's `ef_search` param: pgvector's HNSW search breadth, an integer 1..1000."""
     if isinstance(value, bool) or not isinstance(value, int) or not MIN_EF_SEARCH <= value <= MAX_EF_SEARCH:
@@ -103,6 +117,9 @@ def new_reranking(current: dict[str, Any] | None, given: Any) -> dict[str, Any] 
     if given is None or given is False:
         return None  # MindsDB stores {} for `false`: no reranking either way
     requested = check_dict(given, "reranking_model")
+    kb_params.check_model_fields(
+        "reranking_model", requested, requested.get("provider", (current or {}).get("provider"))
+    )
     restored = restore_masked(requested, current or {})
     if "provider" in restored and restored["provider"] != (current or {}).get("provider"):
         new = dict(restored)  # another provider: the given model alone
@@ -118,6 +135,9 @@ def new_embedding(current: dict[str, Any], given: Any) -> dict[str, Any]:
     into the stored model (same provider), `******` keeping a stored secret; 400 when it would send a stored
     key to another server (`secrecy.check_bound`)."""
     requested = _requested_embedding(given)
+    kb_params.check_model_fields(
+        "embedding_model", requested, requested.get("provider", current.get("provider"))
+    )
     restored = restore_masked(requested, current)
     same_provider = restored.get("provider", current.get("provider")) == current.get("provider")
     new = {**current, **restored} if same_provider else dict(restored)  # as embedding_config.normalize
@@ -129,6 +149,32 @@ def _requested_embedding(given: Any) -> dict[str, Any]:
     return {"model_name": given} if isinstance(given, str) else check_dict(given, "embedding_model")
 
 
+def _flat(llm: dict[str, Any]) -> dict[str, Any]:
+    """An `llm_config` with its `params` laid under its own keys (`kb.preprocessing.llm_model`)."""
+    nested = llm.get("params")
+    return {**(nested if isinstance(nested, dict) else {}), **{k: v for k, v in llm.items() if k != "params"}}
+
+
+def new_preprocessing(current: Any, given: Any) -> dict[str, Any]:
+    """The `preprocessing` an update stores (replacing the stored one, as MindsDB): `******` sent back keeps
+    the stored secret at its place (a contextual LLM's key), unless the LLM's server changed (400)."""
+    requested = check_dict(given, "preprocessing")
+    if not isinstance(current, dict):
+        refuse_sealed(requested, None, "preprocessing.")
+        return requested
+    restored: dict[str, Any] = restore_masked(requested, current)
+    old: Any = current
+    new: Any = restored
+    sent: Any = requested
+    for part in ("contextual_config", "llm_config"):
+        old, new, sent = (v.get(part) if isinstance(v, dict) else None for v in (old, new, sent))
+    refuse_sealed(requested, current, "preprocessing.")
+    if isinstance(old, dict) and isinstance(new, dict):  # `llm_config.params` laid under, as it is read
+        where = "preprocessing.contextual_config.llm_config."
+        check_bound(_flat(old), _flat(new), _flat(sent if isinstance(sent, dict) else {}), where)
+    return restored
+
+
 def check_secrets(kb: KnowledgeBaseRow, changes: Mapping[str, Any]) -> None:
     """400 (before anything is queued or written) when `changes` would send a stored key of `kb`'s models
     to another server: an insert's `params` are checked when it is submitted, and again when it runs."""
@@ -136,6 +182,8 @@ def check_secrets(kb: KnowledgeBaseRow, changes: Mapping[str, Any]) -> None:
         new_embedding(kb.embedding_model, changes["embedding_model"])
     if changes.get("reranking_model") is not None:
         new_reranking(kb.reranking_model, changes["reranking_model"])
+    if changes.get("preprocessing") is not None:
+        new_preprocessing(kb.params.get("preprocessing"), changes["preprocessing"])
 
 
 def _columns(given: Any, key: str) -> list[str] | None:
@@ -201,14 +249,16 @@ async def apply_settings(
         if changes["preprocessing"] is None:
             params.pop("preprocessing", None)
         else:
-            params["preprocessing"] = check_dict(changes["preprocessing"], "preprocessing")
-        chunking_config(params)  # validate before anything is written
+            params["preprocessing"] = new_preprocessing(
+                kb.params.get("preprocessing"), changes["preprocessing"]
+            )
+        read_chunking(params, box, kb.name)  # checked as it will be read (a `******` kept a sealed value)
     if "ef_search" in changes:
         if changes["ef_search"] is None:
             params.pop("ef_search", None)
         else:
             params["ef_search"] = check_ef_search(changes["ef_search"])
-    values["params"] = params
+    values["params"] = box.seal(params)  # a contextual LLM's new key
     if all(getattr(kb, key) == value for key, value in values.items()):
         return kb
     await repo.update(conn, kb.id, values)
@@ -260,16 +310,12 @@ class KnowledgeBaseAdmin:
         """`ALTER KNOWLEDGE_BASE … USING …` and `PUT …/knowledge_bases/{kb}` with settings only."""
         access.require_write("changing a knowledge base")
         access.require_project(project_name)
-        unknown = sorted(set(changes) - set(SETTING_KEYS) - set(INERT_KEYS))
-        if unknown:
-            raise BadRequest(
-                f"Parameter '{unknown[0]}' is not allowed; a knowledge base's settings are "
-                f"{', '.join(SETTING_KEYS)}",
-                title="Invalid parameter",
-            )
+        kb_params.check_keys(changes, (*SETTING_KEYS, *kb_params.SPARSE_KEYS), "ALTER KNOWLEDGE_BASE")
+        kb_params.check_sparse(changes, None)
         settings = {k: v for k, v in changes.items() if k in SETTING_KEYS}
         async with self.db.transaction() as conn:
             kb = await self._locked(conn, project_name, kb_name)
+            kb_params.check_sparse(changes, kb.vector_dim)
             return await apply_settings(conn, kb, settings, self.embedders, self.box)
 
     async def update_chunk(
@@ -287,6 +333,14 @@ class KnowledgeBaseAdmin:
         user_metadata = None if metadata is None else check_dict(metadata, "metadata")
         async with self.db.transaction() as conn:
             kb = await self._locked(conn, project_name, kb_name)
+            chunking = read_chunking(kb.params, self.box, kb.name)
+            if content is not None and chunking.kind == CONTEXTUAL:
+                raise BadRequest(
+                    f"UPDATE … SET content is not supported on knowledge base {kb.name}: its preprocessing is "
+                    "'contextual' (an LLM writes each chunk's context from the whole document); insert the "
+                    "document again instead",
+                    title="Invalid update",
+                )
             stored = await chunks.get_chunk(conn, kb.storage_table, chunk_id)
             if stored is None:
                 return 0
@@ -295,7 +349,7 @@ class KnowledgeBaseAdmin:
             updated_at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
             if content is not None:
                 doc = Document(stored.doc_id, None, "content", content)
-                text = chunk_document(doc, chunking_config(kb.params), updated_at)[0].content
+                text = chunk_document(doc, chunking, updated_at)[0].content
                 digest = content_hash(text)
                 if digest != stored.content_hash:
                     reused = await chunks.embeddings_by_hash(conn, kb.storage_table, [digest])

@@ -15,13 +15,14 @@ from sqlalchemy.exc import IntegrityError
 from agentkb.destinations import check_model_urls
 from agentkb.errors import BadRequest, Conflict, project_not_found
 from agentkb.kb import rerank
+from agentkb.kb.chunking import chunking_config
 from agentkb.kb.embedders import config as embedding_config
 from agentkb.kb.filters import Filter
 from agentkb.secrecy import SecretBox, drop_carried, refuse_sealed
-from agentkb.service.catalog import kb_lookup, projects
+from agentkb.service.catalog import kb_lookup, kb_params, projects
 from agentkb.service.catalog.kb_admin import check_ef_search
 from agentkb.service.platform import access
-from agentkb.storage import chunk_search, chunks
+from agentkb.storage import chunk_contexts, chunk_search, chunks
 from agentkb.storage import knowledge_bases as repo
 from agentkb.storage.chunk_filters import compile_filters
 from agentkb.storage.db import Database
@@ -50,6 +51,8 @@ class KnowledgeBaseInput:
 # The model and column settings MindsDB reads from a create body's top level or from its `params` (the top
 # level wins): `POST .../knowledge_bases` copies them into params, then its controller takes them out again.
 SETTING_KEYS = ("embedding_model", "reranking_model", "metadata_columns", "content_columns", "id_column")
+# what else `params` may hold (`kb_params`): the rest is refused by name
+CREATE_KEYS = (*SETTING_KEYS, "preprocessing", "ef_search", *kb_params.CHUNKING_KEYS, *kb_params.SPARSE_KEYS)
 
 
 def _reranking(value: Any, default: dict[str, Any]) -> dict[str, Any] | None:
@@ -113,22 +116,30 @@ class KnowledgeBaseService:
         access.require_project(project_name)
         name = check_name(given.name, "name")
         params = dict(check_dict(given.params, "params")) if given.params is not None else {}
+        params = {k: v for k, v in params.items() if v is not None}  # the SDKs send nulls for "not given"
         settings = {key: params.pop(key) for key in SETTING_KEYS if key in params}
         settings.update({key: getattr(given, key) for key in SETTING_KEYS if getattr(given, key) is not None})
-        refuse_sealed({**params, **settings})
+        preprocessing = params.pop("preprocessing", None)
+        if given.preprocessing is not None:  # the body's wins over one in `params`, as in MindsDB
+            preprocessing = given.preprocessing
+        refuse_sealed({**params, **settings, "preprocessing": preprocessing})
+        kb_params.refuse_storage(given.storage)
+        kb_params.check_keys(params, CREATE_KEYS, "a knowledge base's params")
+        kb_params.check_sparse(params, None)
         given_embedding = settings.get("embedding_model") or None
         embedding = embedding_config.normalize(given_embedding, self.default_embedding_model)
+        for key in ("embedding_model", "reranking_model"):  # the fields the request gives, each read
+            model = settings.get(key)
+            kb_params.check_model_fields(
+                key, model, model.get("provider") if isinstance(model, dict) else None
+            )
         if isinstance(given_embedding, dict):  # the default's key stays with the default's server
             embedding = drop_carried(self.default_embedding_model, embedding, given_embedding)
         if "ef_search" in params:  # the KB's HNSW search breadth (kb_admin)
-            if params["ef_search"] is None:
-                del params["ef_search"]
-            else:
-                params["ef_search"] = check_ef_search(params["ef_search"])
-        if given.preprocessing is not None:
-            params["preprocessing"] = check_dict(given.preprocessing, "preprocessing")
-        if given.storage is not None:
-            params["requested_storage"] = check_dict(given.storage, "storage")
+            params["ef_search"] = check_ef_search(params["ef_search"])
+        if preprocessing is not None:
+            params["preprocessing"] = check_dict(preprocessing, "preprocessing")
+        chunking_config(params)  # every chunking setting checked before anything is stored
         values = {
             "name": name,
             "embedding_model": self.box.seal(embedding),
@@ -142,6 +153,7 @@ class KnowledgeBaseService:
         async with self.db.read() as conn:  # fail fast (404) before any embedder is probed
             await projects.resolve(conn, project_name)
         dim = await self.dimension(embedding)
+        kb_params.check_sparse(params, dim)
         params.update(
             created_embedding_model=embedding["model_name"],
             default_vector_storage=VECTOR_DATABASE,
@@ -178,6 +190,7 @@ class KnowledgeBaseService:
         async with self.db.transaction() as conn:
             kb = await kb_lookup.find(conn, project_name, name, for_update=True)
             await chunks.drop_chunk_table(conn, kb.storage_table)
+            await chunk_contexts.delete_for_kb(conn, kb.id)
             await repo.delete(conn, kb.id)
 
     async def counts(self, kb: KnowledgeBaseRow) -> tuple[int, int]:

@@ -33,9 +33,8 @@ from agentkb.ingest.request import (
     query_batches,
     row_batches,
 )
-from agentkb.kb.chunking import chunking_config
 from agentkb.secrecy import restore_masked
-from agentkb.service.catalog import kb_admin, kb_lookup
+from agentkb.service.catalog import kb_admin, kb_lookup, kb_params
 from agentkb.service.ingest.partitions import PartitionedInserts
 from agentkb.service.ingest.query_sources import check_whole_select
 from agentkb.service.ingest.writer import ChunkWriter
@@ -103,6 +102,11 @@ class IngestService:
         for key in ("params", "preprocessing", "options", "partition"):
             if getattr(given, key) is not None:
                 request[key] = check_dict(getattr(given, key), key)
+        if "params" in request:  # the settings an insert may change (`_apply_settings`), no other
+            settable = (*kb_admin.SETTING_KEYS, *kb_params.CHUNKING_KEYS)
+            kb_params.check_keys(
+                {k: v for k, v in request["params"].items() if v is not None}, settable, "an insert's params"
+            )
         if given.mirror is not None and _mirrored(given):
             request["mirror"] = True
         if given.recrawl is not None:
@@ -151,6 +155,12 @@ class IngestService:
                 kb_admin.check_secrets(kb, check_dict(request["params"], "params"))
                 stored = {"embedding_model": kb.embedding_model, "reranking_model": kb.reranking_model}
                 request["params"] = self.writer.box.seal(restore_masked(request["params"], stored))
+            if "preprocessing" in request:  # a contextual LLM's key: sealed as the job's request is stored
+                kb_admin.check_secrets(kb, {"preprocessing": request["preprocessing"]})
+                stored_preprocessing = kb.params.get("preprocessing") or {}
+                request["preprocessing"] = self.writer.box.seal(
+                    restore_masked(request["preprocessing"], stored_preprocessing)
+                )
             if sql is not None:
                 await jobs.forget_old_queries(conn)
             job = await jobs.create(
@@ -232,16 +242,23 @@ class IngestService:
     ) -> KnowledgeBaseRow:
         """MindsDB lets an insert's `params` (and `preprocessing`) update the KB's settings: the same
         changes as ALTER KNOWLEDGE_BASE (`kb_admin.apply_settings`), plus `chunk_size` / `chunk_overlap`."""
-        params = check_dict(given.params, "params") if given.params is not None else {}
+        # the request's secrets were sealed when the job was stored (and checked against the KB's then):
+        # revealed here, they are the caller's own, sent again
+        box = self.writer.box
+        params = (
+            box.reveal(check_dict(given.params, "params"), "insert params")
+            if given.params is not None
+            else {}
+        )
         changes = {k: params[k] for k in kb_admin.SETTING_KEYS if params.get(k) is not None}
         if given.preprocessing is not None:
-            changes["preprocessing"] = given.preprocessing
+            changes["preprocessing"] = box.reveal(given.preprocessing, "insert preprocessing")
         kb = await kb_admin.apply_settings(conn, kb, changes, self.writer.embedders, self.writer.box)
         new_params = dict(kb.params)
         for key in ("chunk_size", "chunk_overlap"):
             if key in params:
                 new_params[key] = params[key]
-        chunking_config(new_params)  # validate before anything is written
+        kb_admin.read_chunking(new_params, self.writer.box, kb.name)  # validate before anything is written
         if new_params == kb.params:
             return kb
         await repo.update(conn, kb.id, {"params": new_params})

@@ -9,21 +9,31 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from agentkb.errors import NotFound
+from agentkb.errors import BadRequest, NotFound
 from agentkb.ingest.pipeline import Ingestor, IngestStats
-from agentkb.kb.chunking import chunking_config
 from agentkb.kb.embedders.registry import EmbedderRegistry
 from agentkb.secrecy import SecretBox
+from agentkb.service.catalog.kb_admin import read_chunking
+from agentkb.service.ingest.contexts import ChunkContextService
 from agentkb.service.ingest.vector_merge import VectorIndexMerger
 from agentkb.storage import knowledge_bases as repo
 from agentkb.storage.knowledge_bases import KnowledgeBaseRow
 
 
 class ChunkWriter:
-    def __init__(self, embedders: EmbedderRegistry, box: SecretBox, merger: VectorIndexMerger) -> None:
+    def __init__(
+        self,
+        embedders: EmbedderRegistry,
+        box: SecretBox,
+        merger: VectorIndexMerger,
+        contexts: ChunkContextService | None = None,
+    ) -> None:
+        """`contexts`: contextual chunking's LLM (without it, a KB with contextual preprocessing refuses
+        inserts)."""
         self.embedders = embedders
         self.box = box
         self.merger = merger  # the delta of new chunks into the HNSW index, in the background
+        self.contexts = contexts
 
     async def lock(self, conn: AsyncConnection, kb_id: int) -> KnowledgeBaseRow:
         """The job's knowledge base, its row locked until `conn`'s transaction ends."""
@@ -43,16 +53,25 @@ class ChunkWriter:
         embedder = self.embedders.get(
             self.box.reveal(kb.embedding_model, f"knowledge base {kb.name} embedding_model")
         )
+        chunking = read_chunking(kb.params, self.box, kb.name)
+        contexts = None
+        if chunking.contextual is not None:
+            if self.contexts is None:
+                raise BadRequest(
+                    "Contextual preprocessing is not available on this server", title="Unsupported insert"
+                )
+            contexts = self.contexts.for_kb(kb.id, chunking.contextual)
         return Ingestor(
             conn,
             kb.id,
             kb.storage_table,
             embedder,
-            chunking_config(kb.params),
+            chunking,
             on_batch=on_batch,
             skip_existing=bool(options.get("kb_skip_existing")),
             no_upsert=bool(options.get("kb_no_upsert")),
             dim=kb.vector_dim,
+            contexts=contexts,
         )
 
     def written(self, kb: KnowledgeBaseRow, ingestor: Ingestor) -> None:

@@ -178,13 +178,16 @@ class SearchService:
             limit = min(options.limit if options.limit is not None else DEFAULT_LIMIT, MAX_CONTENT_LIMIT)
             wide = replace(options, limit=rerank.candidates_for(limit), relevance_threshold=None)
             kb, hits = await self._validated(kb, wide)
-            model = self.box.reveal(
-                kb.reranking_model or reranker, f"knowledge base {kb.name} reranking_model"
-            )
+            if not kb.reranking_model:  # removed since this process cached the KB's row: a plain search
+                return (await self._validated(kb, options))[1]
+            model = self.box.reveal(kb.reranking_model, f"knowledge base {kb.name} reranking_model")
             return await rerank.rerank(
                 self.http, model, options.query or "", hits, options.relevance_threshold, limit
             )
-        return (await self._validated(kb, options))[1]
+        fresh, hits = await self._validated(kb, options)
+        if fresh is not kb and fresh.reranking_model and options.rerank and options.query is not None:
+            return await self._search_kb(fresh, options)  # a reranker set since this process cached the row
+        return hits
 
     async def _validated(
         self, kb: KnowledgeBaseRow, options: SearchOptions

@@ -7,9 +7,10 @@ rest.
 An agent as a table (MindsDB 25.14's ApplyPredictorRowStep, 26.1's select targets):
 - `WHERE` is `question = '...'`, optionally `AND <column> = <value> ...`: the other columns travel with the
   question, as MindsDB passes the WHERE row to the agent, and come back as columns of the answer row;
-- `USING timeout = n, max_iterations = n, prompt_template = '...', model = {...} | '<model name>'` override
-  the agent's settings for this query (a `model` naming another provider does not reuse the agent's key;
-  one naming another server without its own key is a 400: `credentials.llm_config`);
+- `USING timeout = n, max_iterations = n, prompt_template = '...', model = {...} | '<model name>',
+  data = {"knowledge_bases": [...], "tables": [...]}` override the agent's settings for this query (a
+  `model` naming another provider does not reuse the agent's key; one naming another server without its own
+  key is a 400: `credentials.llm_config`; `data` replaces the agent's data, checked as an agent's is);
 - selected columns beyond `answer`, `question` and the WHERE columns are asked of the model as structured
   output (one row per item it returns; MindsDB 26.1 fills columns the agent did not produce with NULL,
   and so does agentkb when the model answers in plain text);
@@ -25,7 +26,7 @@ from mindsdb_sql_parser import ast
 
 from agentkb.errors import AgentKBError, BadRequest, NotFound
 from agentkb.service.agents.completions import AgentRunError, RunOptions
-from agentkb.service.catalog.agents import AgentInput
+from agentkb.service.catalog.agents import AgentInput, check_model_fields
 from agentkb.sql import names
 from agentkb.validation import check_dict
 
@@ -37,7 +38,7 @@ Table = tuple[list[str], list[list[Any]]]
 
 ANSWER = "answer"
 QUESTION = "question"
-RUN_OPTIONS = ("timeout", "max_iterations", "prompt_template", "model")
+RUN_OPTIONS = ("timeout", "max_iterations", "prompt_template", "model", "data")
 TIMEOUT_ANSWER = (  # MindsDB 25.14's LangchainAgent.run_agent
     "I'm sorry! I couldn't generate a response within the allotted time ({seconds} seconds). "
     "If you need more time for processing, you can adjust the timeout settings. "
@@ -91,7 +92,9 @@ def _where_row(where: ast.ASTNode | None, agent: str, project: str) -> dict[str,
     return row
 
 
-def _run_options(using: Mapping[str, Any] | None, columns: tuple[str, ...]) -> RunOptions:
+def _run_options(
+    using: Mapping[str, Any] | None, columns: tuple[str, ...], data: dict[str, list[str]] | None
+) -> RunOptions:
     given = {str(k).lower(): v for k, v in (using or {}).items()}
     unknown = sorted(set(given) - set(RUN_OPTIONS))
     if unknown:
@@ -104,6 +107,7 @@ def _run_options(using: Mapping[str, Any] | None, columns: tuple[str, ...]) -> R
         model = {"model_name": model}
     elif model is not None:
         model = check_dict(model, "model")
+        check_model_fields(model, "USING model")
     prompt = given.get("prompt_template")
     if prompt is not None and not isinstance(prompt, str):
         raise BadRequest("USING prompt_template must be a string")
@@ -113,6 +117,7 @@ def _run_options(using: Mapping[str, Any] | None, columns: tuple[str, ...]) -> R
         prompt_template=prompt,
         model=model,
         columns=columns,
+        data=data,
     )
 
 
@@ -177,7 +182,9 @@ class AgentStatements:
         targets = _targets(select, list(row))
         wanted = tuple(dict.fromkeys(c for c, _ in targets if c not in row))
         structured = wanted if set(wanted) - {ANSWER} else ()  # beyond `answer`: ask for rows
-        options = _run_options(select.using, structured)
+        using = {str(k).lower(): v for k, v in (select.using or {}).items()}
+        data = None if using.get("data") is None else await self.agents.run_data(project, using["data"])
+        options = _run_options(using, structured, data)
         message = {**row, "answer": None}
         try:
             reply = await self.completions.complete(project, name, [message], options)
