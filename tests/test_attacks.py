@@ -59,7 +59,8 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str
     """`agentkb serve` with a login, a full API key and a read-only one: its URL and the two keys."""
     data_dir = tmp_path_factory.mktemp("secured")
     data_dir.chmod(0o755)
-    env = _env(data_dir, AGENTKB_USERNAME=USER, AGENTKB_PASSWORD=PASSWORD)
+    # blocks of a minute: the guessing test's requests stay inside one block however slow the machine is
+    env = _env(data_dir, AGENTKB_USERNAME=USER, AGENTKB_PASSWORD=PASSWORD, AGENTKB_LOGIN_BACKOFF_S="60")
     keys = []
     for args in (["full"], ["reader", "--read-only"]):
         made = subprocess.run(

@@ -145,7 +145,16 @@ def existing(client: httpx.Client, unique: str, tmp_path: Path) -> Iterator[dict
         assert r.status_code == 200, r.text
         run = client.post(f"{base}/knowledge_bases/{kb}/evaluate", json={"test_table": f"files.qa_{unique}"})
         assert run.status_code == 200, run.text
+        job = {
+            "name": f"job_{unique}",
+            "query": "SELECT 1",
+            "start_at": "2999-01-01",
+            "schedule_str": "every 1 day",
+        }
+        r = client.post(f"{base}/jobs", json={"job": job})
+        assert r.status_code == 200, r.text
         yield {
+            "job_name": job["name"],
             "evaluation_id": str(run.json()["evaluation"]["id"]),
             "project_name": project,
             "kb_name": kb,
