@@ -59,7 +59,8 @@ async def open_runtime(
     http_client = create_async_httpx2_client(transport=guarded_httpx2_transport())
     try:
         await asyncio.to_thread(migrate.upgrade, url)
-        await seal_plaintext_secrets(db, box)  # records from before secrets were encrypted
+        # records from before secrets were encrypted; and none sealed under a key this process lacks
+        await seal_plaintext_secrets(db, box, refuse_unknown=not settings.allow_unknown_secret_keys)
         services = build_services(
             settings,
             db,

@@ -367,6 +367,14 @@ class Settings(BaseSettings):
             "directory, if missing, is created 0700); a key file others can read is reported in the log."
         ),
     )
+    allow_unknown_secret_keys: bool = Field(
+        default=False,
+        description=(
+            "Start even when the database holds secrets encrypted with keys this process lacks (they stay unusable: each use "
+            "is a clear error). Off: such a start is refused, naming the key ids ([Secrets](#secrets)). For a key that is "
+            "lost for good: start with this on, then set those secrets again."
+        ),
+    )
     log_level: str = Field(default="INFO", description="`DEBUG`, `INFO`, `WARNING` or `ERROR`.")
     log_format: Literal["text", "json"] = Field(
         default="text",
