@@ -27,6 +27,7 @@ from agentkb import metrics
 from agentkb.errors import AgentKBError, Conflict
 from agentkb.ingest.request import JobCancelled, Progress
 from agentkb.secrecy import mask_text
+from agentkb.service.platform import database_unavailable
 from agentkb.storage import jobs
 from agentkb.storage.db import Database
 from agentkb.storage.jobs import JobRow
@@ -54,8 +55,12 @@ class JobRunner:
         *,
         heartbeat_s: float = 5.0,
         progress_every_s: float = PROGRESS_EVERY_S,
+        lease_db: Database | None = None,
     ) -> None:
+        """`lease_db`: where leases are held — a session of their own, so not through a transaction-mode
+        pooler (default `db`)."""
         self.db = db
+        self.lease_db = lease_db or db
         self.execute = execute
         self.heartbeat_s = heartbeat_s
         self.progress_every_s = progress_every_s
@@ -66,7 +71,7 @@ class JobRunner:
     async def lease(self) -> AsyncIterator[AsyncConnection]:
         """A connection to hold a job's lease on; on the way out every lease it holds is ended (or, if that
         fails, the connection is dropped, which ends them too)."""
-        async with self.db.connect() as conn:
+        async with self.lease_db.connect() as conn:
             try:
                 yield conn
             finally:
@@ -123,6 +128,14 @@ class JobRunner:
             await self._finish(job.id, "failed", progress, exc.detail)
             raise
         except Exception as exc:
+            if job.mode == "async" and database_unavailable(exc):
+                # a restart or failover: nothing of the run was committed, and the job stays claimed (its
+                # lease went with the connection) for a worker to take over once its heartbeat is stale —
+                # on the new primary after a failover
+                log.warning(
+                    "ingest job %s lost the database (%s): left for a worker to take over", job.id, exc
+                )
+                raise
             log.exception("ingest job %s failed", job.id)
             await self._finish(job.id, "failed", progress, f"{type(exc).__name__}: {exc}")
             raise
@@ -161,8 +174,14 @@ class JobRunner:
     async def _beat(self, job_id: str, progress: Progress, runner: asyncio.Task[Any] | None) -> None:
         while True:
             await asyncio.sleep(self.heartbeat_s)
-            async with self.db.transaction() as conn:
-                state = await jobs.heartbeat(conn, job_id, self.worker_id)
+            try:
+                async with self.db.transaction() as conn:
+                    state = await jobs.heartbeat(conn, job_id, self.worker_id)
+            except Exception as exc:
+                if not database_unavailable(exc):
+                    raise
+                log.warning("ingest job %s: a heartbeat failed (%s); beating on", job_id, type(exc).__name__)
+                continue
             if state is None:
                 self._lost.add(job_id)
             elif state:

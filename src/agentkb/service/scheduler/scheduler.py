@@ -63,8 +63,12 @@ class Scheduler:
         stale_after_s: float = 30.0,
         run_timeout_s: float = 3600.0,
         concurrency: int = 4,
+        lease_db: Database | None = None,
     ) -> None:
+        """`lease_db`: where the runs' leases are held — a session of their own, so not through a
+        transaction-mode pooler (default `db`)."""
         self.db = db
+        self.lease_db = lease_db or db
         self.catalog = catalog
         self.runner = runner
         self.poll_s = poll_s
@@ -139,7 +143,7 @@ class Scheduler:
     @asynccontextmanager
     async def _lease(self) -> AsyncIterator[AsyncConnection]:
         """The connection a run's lease is held on; on the way out its leases end (or it is dropped)."""
-        async with self.db.connect() as conn:
+        async with self.lease_db.connect() as conn:
             try:
                 yield conn
             finally:
