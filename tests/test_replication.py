@@ -49,7 +49,9 @@ def settings_for(settings: Any, pair: ReplicaPair, tmp_path: Path) -> Any:
 
 
 def _ids(client: httpx.Client, kb: str, headers: dict[str, str] | None = None) -> set[str]:
-    r = client.post(f"{P}/knowledge_bases/{kb}/search", json={"query": "otters", "limit": 100}, headers=headers)
+    r = client.post(
+        f"{P}/knowledge_bases/{kb}/search", json={"query": "otters", "limit": 100}, headers=headers
+    )
     assert r.status_code == 200, r.text
     return {str(hit["id"]) for hit in r.json()}
 
