@@ -31,6 +31,7 @@ BENCHMARKS = (  # `python -m bench <name>`, and `all` in this order
     "peer",
     "search100k",
     "jobs",
+    "failover",
 )
 RESULTS = Path(__file__).parent / "results"
 CACHE = Path(__file__).parent / ".cache"

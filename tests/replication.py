@@ -93,8 +93,6 @@ class ReplicaPair:
             "hot_standby_feedback = on",
             "max_connections = 200",
             "fsync = off",  # a test cluster: a crash here is a stop, not a power loss
-            "synchronous_commit = on",
-            f"synchronous_standby_names = '{'*' if self.synchronous else ''}'",
         ]
         with (self.primary.pgdata / "postgresql.conf").open("a") as conf:
             conf.write("\n# tests/replication.py\n" + "\n".join(settings) + "\n")
@@ -190,6 +188,9 @@ def replica_pair(*, synchronous: bool = False) -> Iterator[ReplicaPair]:
         pair.base_backup()
         pair.start(pair.standby)
         pair.wait_streaming()
+        if synchronous:  # from now on a commit waits for the standby to have it (on disk)
+            pair.sql(pair.primary, "ALTER SYSTEM SET synchronous_standby_names = '*'")
+            pair.sql(pair.primary, "SELECT pg_reload_conf()")
         yield pair
     finally:
         for node in (pair.primary, pair.standby):

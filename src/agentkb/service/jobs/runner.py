@@ -24,10 +24,10 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb import metrics
-from agentkb.errors import AgentKBError, Conflict
+from agentkb.errors import AgentKBError, Conflict, Unavailable
 from agentkb.ingest.request import JobCancelled, Progress
 from agentkb.secrecy import mask_text
-from agentkb.service.platform import database_unavailable
+from agentkb.service.platform import RETRY_AFTER_S, database_unavailable
 from agentkb.storage import jobs
 from agentkb.storage.db import Database
 from agentkb.storage.jobs import JobRow
@@ -107,10 +107,12 @@ class JobRunner:
                 log.warning("ingest job %s was taken over by another worker: this run stopped", job.id)
                 if isinstance(exc, asyncio.CancelledError) and (current := asyncio.current_task()):
                     current.uncancel()
-                if job.mode == "sync":
-                    raise Conflict(
-                        f"Insert job {job.id} was interrupted; nothing of it was stored",
+                if job.mode == "sync":  # its heartbeat went stale (a database failover?) and it was failed
+                    raise Unavailable(
+                        f"Insert job {job.id} was interrupted (its heartbeat could not be recorded in time: a "
+                        "database restart or failover?); nothing of it was stored: send it again",
                         title="Insert interrupted",
+                        retry_after_s=RETRY_AFTER_S,
                     ) from None
                 return await self._read(job.id)
             if not progress.cancel_requested:
@@ -177,10 +179,14 @@ class JobRunner:
             try:
                 async with self.db.transaction() as conn:
                     state = await jobs.heartbeat(conn, job_id, self.worker_id)
-            except Exception as exc:
-                if not database_unavailable(exc):
-                    raise
-                log.warning("ingest job %s: a heartbeat failed (%s); beating on", job_id, type(exc).__name__)
+            except Exception as exc:  # noqa: BLE001 - the beat outlives one failure (a failover: the next
+                # may reach the new primary); beats missed past the stale age end the job's claim
+                log.warning(
+                    "ingest job %s: a heartbeat failed (%s); beating on",
+                    job_id,
+                    type(exc).__name__,
+                    exc_info=None if database_unavailable(exc) else exc,
+                )
                 continue
             if state is None:
                 self._lost.add(job_id)
