@@ -32,6 +32,7 @@ BENCHMARKS = (  # `python -m bench <name>`, and `all` in this order
     "search100k",
     "jobs",
     "tokens",
+    "failover",
 )
 RESULTS = Path(__file__).parent / "results"
 CACHE = Path(__file__).parent / ".cache"

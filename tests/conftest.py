@@ -83,11 +83,24 @@ class ServedApp:
 
 
 @pytest.fixture(scope="session")
-def settings(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Any:
+def database_settings(pg_url: str) -> Iterator[dict[str, Any]]:
+    """How the session's app reaches PostgreSQL: directly; or, with `AGENTKB_TEST_DATABASE=pgbouncer`, through
+    a transaction-mode PgBouncer (tests/pgbouncer.py), its sessions' work on the direct URL."""
+    if os.environ.get("AGENTKB_TEST_DATABASE") != "pgbouncer":
+        yield {"database_url": pg_url}
+        return
+    from tests.pgbouncer import pgbouncer
+
+    with pgbouncer(pg_url) as url:
+        yield {"database_url": url, "database_direct_url": pg_url, "database_transaction_pooled": True}
+
+
+@pytest.fixture(scope="session")
+def settings(database_settings: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Any:
     from agentkb.settings import Settings
 
     return Settings(
-        database_url=pg_url,
+        **database_settings,
         data_dir=tmp_path_factory.mktemp("data"),
         job_heartbeat_s=0.5,
         job_stale_after_s=5,

@@ -8,7 +8,8 @@ AgentKBError (500)
  ├── Conflict (409)            a name that already exists; deleting a non-empty project
  ├── PayloadTooLarge (413)     request body over `max_body_bytes`
  ├── TooManyRequests (429)     too many failed logins or invalid credentials (`Retry-After`)
- └── UpstreamError (502)       an embedding or LLM provider failed
+ ├── UpstreamError (502)       an embedding or LLM provider failed
+ └── Unavailable (503)         try again shortly (`Retry-After`): an insert cut off by a database failover
 """
 
 from __future__ import annotations
@@ -69,6 +70,17 @@ class TooManyRequests(AgentKBError):
 class UpstreamError(AgentKBError):
     status = 502
     title = "Upstream provider error"
+
+
+class Unavailable(AgentKBError):
+    """Not now; the same request may succeed `retry_after_s` later (sent as `Retry-After`)."""
+
+    status = 503
+    title = "Service unavailable"
+
+    def __init__(self, detail: str, *, retry_after_s: int, title: str | None = None) -> None:
+        super().__init__(detail, title=title)
+        self.retry_after_s = max(1, retry_after_s)
 
 
 def project_not_found(name: str) -> NotFound:

@@ -160,6 +160,27 @@ db_pool_size = Gauge(
 )
 
 
+# the read replica (agentkb.storage.read_routing)
+read_replica_usable = Gauge(
+    "agentkb_read_replica_usable",
+    "1 while the read replica (AGENTKB_DATABASE_READ_URL) takes the reads meant for it; 0 while it is bypassed "
+    "(unreachable, or lagging past AGENTKB_READ_REPLICA_MAX_LAG_S) and they go to the primary.",
+    multiprocess_mode="livemax",
+)
+read_replica_lag = Gauge(
+    "agentkb_read_replica_lag_seconds",
+    "How far the read replica's replay is behind the primary, as this process last measured it.",
+    multiprocess_mode="livemax",
+)
+read_replica_bypassed = Counter(
+    "agentkb_read_replica_bypassed",
+    "Reads meant for the replica that went to the primary, by reason: lagging, unreachable, "
+    "read_your_writes (the replica had not replayed this process's last write yet) or failed (the replica "
+    "refused the read: connection lost, a table it has not replayed yet, a conflict with recovery).",
+    ["reason"],
+)
+
+
 @contextmanager
 def timed(histogram: Histogram, errors: Counter | None, label: str) -> Iterator[None]:
     """Observe the block's duration in `histogram{label}`; count `errors{label}` when it raises (a

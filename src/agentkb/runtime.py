@@ -24,6 +24,7 @@ from agentkb.settings import Settings
 from agentkb.storage import migrate
 from agentkb.storage.db import Database
 from agentkb.storage.embedded import EmbeddedPostgres
+from agentkb.storage.read_routing import ReadRouter
 
 log = logging.getLogger("agentkb")
 
@@ -42,15 +43,34 @@ async def open_runtime(
     if url is None:
         embedded = EmbeddedPostgres(settings.pg_dir)
         url = await asyncio.to_thread(embedded.start)
-    db = Database(url, pool_size=settings.db_pool_size, hnsw_ef_search=settings.hnsw_ef_search)
+    pooled = settings.database_transaction_pooled
+    db = Database(
+        url,
+        pool_size=settings.db_pool_size,
+        hnsw_ef_search=settings.hnsw_ef_search,
+        transaction_pooled=pooled,
+    )
     replica = (
         Database(
             settings.database_read_url,
             pool_size=settings.db_pool_size,
             hnsw_ef_search=settings.hnsw_ef_search,
+            transaction_pooled=pooled,
         )
         if settings.database_read_url
         else None
+    )
+    direct = (  # the sessions' work: leases, merges (AGENTKB_DATABASE_URL may be a transaction-mode pooler)
+        Database(
+            settings.database_direct_url,
+            pool_size=settings.db_pool_size,
+            hnsw_ef_search=settings.hnsw_ef_search,
+        )
+        if settings.database_direct_url
+        else None
+    )
+    reads = ReadRouter(
+        db, replica, max_lag_s=settings.read_replica_max_lag_s, read_your_writes=settings.read_your_writes
     )
     services: Services | None = None
     worker_task: asyncio.Task[None] | None = None
@@ -58,8 +78,9 @@ async def open_runtime(
     drain_task: asyncio.Task[None] | None = None
     http_client = create_async_httpx2_client(transport=guarded_httpx2_transport())
     try:
-        await asyncio.to_thread(migrate.upgrade, url)
-        await seal_plaintext_secrets(db, box)  # records from before secrets were encrypted
+        await asyncio.to_thread(migrate.upgrade, settings.database_direct_url or url)
+        # records from before secrets were encrypted; and none sealed under a key this process lacks
+        await seal_plaintext_secrets(db, box, refuse_unknown=not settings.allow_unknown_secret_keys)
         services = build_services(
             settings,
             db,
@@ -67,8 +88,10 @@ async def open_runtime(
             http_client,
             shutdown,
             box=box,
-            read_db=replica,
+            reads=reads,
+            session_db=direct,
         )
+        reads.start()
         await services.projects.ensure_default()
         await services.files.import_local_blobs()  # uploads an older version kept on this host's disk
         if run_worker:
@@ -93,9 +116,11 @@ async def open_runtime(
                 await services.jobs.release()  # and interrupted synchronous inserts are marked failed
             await services.aclose()
         await http_client.aclose()
+        await reads.close()
         await db.close()
-        if replica is not None:
-            await replica.close()
+        for other in (replica, direct):
+            if other is not None:
+                await other.close()
         if embedded is not None:
             await asyncio.to_thread(embedded.stop)
 

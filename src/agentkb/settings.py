@@ -63,6 +63,40 @@ class Settings(BaseSettings):
             "`AGENTKB_DATABASE_URL` ([read replica](#the-read-replica)). Unset: everything on the primary."
         ),
     )
+    database_direct_url: str | None = Field(
+        default=None,
+        description=(
+            "The same database reached directly (or through a *session*-mode pool), for the work that holds a session: "
+            "job leases, scheduled jobs' leases, vector-index merges and migrations. Needed when "
+            "`AGENTKB_DATABASE_TRANSACTION_POOLED` is on ([PgBouncer](scaling.md#pgbouncer)); unset: all of it on "
+            "`AGENTKB_DATABASE_URL`."
+        ),
+    )
+    database_transaction_pooled: bool = Field(
+        default=False,
+        description=(
+            "`AGENTKB_DATABASE_URL` (and the read URL) go through a *transaction*-mode pooler such as PgBouncer: no "
+            "server-side prepared statements (PgBouncer < 1.21 cannot carry them), no session state relied on, and the "
+            "sessions' work on `AGENTKB_DATABASE_DIRECT_URL`, which must then be set (start-up is refused without it)."
+        ),
+    )
+    read_replica_max_lag_s: float = Field(
+        default=30.0,
+        gt=0,
+        description=(
+            "A read replica further behind the primary than this (seconds) is bypassed: its reads go to the primary (a "
+            "log line, `agentkb_read_replica_usable` 0) until it catches up; so is one that does not answer "
+            "([read replica](#the-read-replica))."
+        ),
+    )
+    read_your_writes: bool = Field(
+        default=False,
+        description=(
+            "Every request reads its process's own writes: a read the replica has not replayed this process's last "
+            "write for goes to the primary. Off: only requests with `X-Agentkb-Read-Your-Writes: true` "
+            "([read replica](#the-read-replica))."
+        ),
+    )
     max_import_bytes: int = Field(
         default=16 * 1024**3,
         description=(
@@ -367,6 +401,14 @@ class Settings(BaseSettings):
             "directory, if missing, is created 0700); a key file others can read is reported in the log."
         ),
     )
+    allow_unknown_secret_keys: bool = Field(
+        default=False,
+        description=(
+            "Start even when the database holds secrets encrypted with keys this process lacks (they stay unusable: each use "
+            "is a clear error). Off: such a start is refused, naming the key ids ([Secrets](#secrets)). For a key that is "
+            "lost for good: start with this on, then set those secrets again."
+        ),
+    )
     log_level: str = Field(default="INFO", description="`DEBUG`, `INFO`, `WARNING` or `ERROR`.")
     log_format: Literal["text", "json"] = Field(
         default="text",
@@ -436,6 +478,18 @@ class Settings(BaseSettings):
     @classmethod
     def _empty_is_unset(cls, value: Any) -> Any:
         return None if value == "" else value
+
+    @model_validator(mode="after")
+    def _direct_url(self) -> Settings:
+        if self.database_transaction_pooled and not self.database_direct_url:
+            raise ValueError(
+                "AGENTKB_DATABASE_TRANSACTION_POOLED needs AGENTKB_DATABASE_DIRECT_URL: job leases, scheduled jobs' "
+                "leases and vector-index merges hold session-level advisory locks, which a transaction-mode pooler "
+                "cannot keep; set it to the database itself (or a session-mode pool)"
+            )
+        if self.database_direct_url and not self.database_url:
+            raise ValueError("AGENTKB_DATABASE_DIRECT_URL is set but AGENTKB_DATABASE_URL is not")
+        return self
 
     @model_validator(mode="after")
     def _login_pair(self) -> Settings:

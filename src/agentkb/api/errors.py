@@ -10,7 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 
 from agentkb.api.responses import Problem, component_schemas, unexpected
-from agentkb.errors import AgentKBError, TooManyRequests
+from agentkb.errors import AgentKBError, TooManyRequests, Unavailable
 
 log = logging.getLogger("agentkb.api")
 
@@ -75,7 +75,7 @@ def install(app: FastAPI) -> None:
         response = Problem(exc.status, exc.title, exc.detail)
         if exc.status == 401:
             response.headers["WWW-Authenticate"] = "Bearer"
-        if isinstance(exc, TooManyRequests):
+        if isinstance(exc, TooManyRequests | Unavailable):
             response.headers["Retry-After"] = str(exc.retry_after_s)
         return response
 

@@ -1,4 +1,6 @@
-"""ASGI middleware: request ids, access logs, and the request-body size limit."""
+"""ASGI middleware: request ids, access logs, the request-body size limit, and the read-your-writes header
+(`X-Agentkb-Read-Your-Writes: true|false`: the request's reads of a read replica see this process's
+writes; unset, `AGENTKB_READ_YOUR_WRITES` decides)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import time
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentkb.api.responses import Problem, unexpected
+from agentkb.service.platform import READ_YOUR_WRITES_HEADER, reading_your_writes
 
 log = logging.getLogger("agentkb.access")
 FORM_OVERHEAD = 64 * 1024
@@ -80,8 +83,17 @@ class RequestContext:
                         return {"type": "http.disconnect"}
                 return message
 
+            wanted = _flag(scope, READ_YOUR_WRITES_HEADER.encode())
+            if isinstance(wanted, str):
+                await Problem(
+                    400,
+                    "Invalid header",
+                    f"{READ_YOUR_WRITES_HEADER} must be true or false",
+                )(scope, receive, send_with_id)
+                return
             try:
-                await self.app(scope, counting_receive, send_with_id)
+                with reading_your_writes(wanted):
+                    await self.app(scope, counting_receive, send_with_id)
             except Exception as exc:
                 if too_large:
                     pass
@@ -116,6 +128,19 @@ class RequestContext:
         )
         response.headers["Connection"] = "close"  # the rest of the body is not read
         await response(scope, receive, send)
+
+
+def _flag(scope: Scope, name: bytes) -> bool | None | str:
+    """A true/false header's value: None when absent, "invalid" when it is neither."""
+    for header, value in scope.get("headers", []):
+        if header.lower() == name:
+            text = value.decode("latin-1").strip().lower()
+            if text in ("true", "1", "yes", "on"):
+                return True
+            if text in ("false", "0", "no", "off"):
+                return False
+            return "invalid"
+    return None
 
 
 def _content_length(scope: Scope) -> int | None:

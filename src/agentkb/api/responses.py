@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from agentkb.secrecy import mask_text
+from agentkb.service.platform import RETRY_AFTER_S, database_unavailable
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 
@@ -34,7 +35,21 @@ class Problem(JSONResponse):
 
 
 def unexpected(request_id: str, exc: BaseException) -> Problem:
-    """The 500 answer to an error no handler expected; the error is logged with the request id."""
+    """The 500 answer to an error no handler expected; the error is logged with the request id. One that
+    says the database is unreachable (a restart, a failover) is a 503 with `Retry-After` instead."""
+    if database_unavailable(exc):
+        logging.getLogger("agentkb.api").warning(
+            "request %s: the database is unreachable (%s)", request_id, type(exc).__name__
+        )
+        response = Problem(
+            503,
+            "Database unavailable",
+            "The database did not answer (a restart or failover may be in progress); retry in a few seconds. "
+            "A write that was in flight may or may not have been stored: inserts are idempotent, send it again",
+            request_id=request_id,
+        )
+        response.headers["Retry-After"] = str(RETRY_AFTER_S)
+        return response
     logging.getLogger("agentkb.api").error("unhandled error in request %s", request_id, exc_info=exc)
     return Problem(
         500,

@@ -40,6 +40,7 @@ from agentkb.service.scheduler import Scheduler, SQLJobRunner
 from agentkb.service.sql import SQLContext, SQLService, SQLTables, statement_handlers
 from agentkb.settings import Settings
 from agentkb.storage.db import Database
+from agentkb.storage.read_routing import ReadRouter
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,9 +81,10 @@ class Services:
         await self.search.aclose()
 
 
-def data_source_policy(settings: Settings, db: Database, read_db: Database | None) -> DataSourcePolicy:
-    """The settings' data-source policy; agentkb's own database servers are those of `db` and `read_db`."""
-    urls = (db.url, read_db.url if read_db is not None else None)
+def data_source_policy(settings: Settings, db: Database, *others: Database | None) -> DataSourcePolicy:
+    """The settings' data-source policy; agentkb's own database servers are those of `db` and `others`
+    (the read replica, the direct URL)."""
+    urls = (db.url, *(other.url for other in others if other is not None))
     return DataSourcePolicy(
         file_dir=settings.data_source_dir,
         own_dir=settings.data_dir,
@@ -99,16 +101,22 @@ def build_services(
     shutdown: Shutdown | None = None,
     *,
     box: SecretBox | None = None,
-    read_db: Database | None = None,
+    reads: ReadRouter | None = None,
+    session_db: Database | None = None,
 ) -> Services:
     """`http_client` is the one HTTP client of the LLM providers (the runtime owns and closes it);
     `shutdown` is the process's (the runtime stops the worker when it begins); `box` seals and reveals
-    stored secrets (default: `AGENTKB_SECRET_KEY` alone; the runtime passes its own); `read_db` is a read
-    replica (`AGENTKB_DATABASE_READ_URL`) for searches and KB listings (default: `db`)."""
+    stored secrets (default: `AGENTKB_SECRET_KEY` alone; the runtime passes its own); `reads` sends searches
+    and KB listings to the read replica (`AGENTKB_DATABASE_READ_URL`) while it is current (default: all on
+    `db`); `session_db` is where work that holds session-level advisory locks runs — job leases, vector-index
+    merges — when `db` goes through a transaction-mode pooler (`AGENTKB_DATABASE_DIRECT_URL`; default `db`)."""
     shutdown = shutdown or Shutdown()
     box = box or SecretBox.from_environment()
+    reads = reads or ReadRouter(db, None)
+    session_db = session_db or db
     single_threaded_blas()  # the in-process vector ranking (kb.vectors)
-    data_sources = DataSourceService(db, box=box, policy=data_source_policy(settings, db, read_db))
+    policy = data_source_policy(settings, db, reads.replica, session_db)
+    data_sources = DataSourceService(db, box=box, policy=policy)
     agent_service = AgentService(db, settings.default_model, box=box)
     kb_service = KnowledgeBaseService(
         db,
@@ -116,11 +124,11 @@ def build_services(
         embedders.dimension,
         settings.default_reranking_model,
         box=box,
-        read_db=read_db,
+        reads=reads,
     )
-    kb_admin = KnowledgeBaseAdmin(db, embedders, box=box)
+    kb_admin = KnowledgeBaseAdmin(db, embedders, box=box, session_db=session_db)
     search = SearchService(
-        db, embedders, box=box, read_db=read_db, vector_cache_bytes=settings.vector_cache_mb * 1024**2
+        db, embedders, box=box, reads=reads, vector_cache_bytes=settings.vector_cache_mb * 1024**2
     )
     files = FileService(
         db,
@@ -135,7 +143,7 @@ def build_services(
     )
     query_sources = QuerySources(data_sources, files)  # an insert's SELECT: uploaded files or a data source
     contexts = ChunkContextService(db, settings.default_model, http_client)  # contextual chunking's LLM
-    writer = ChunkWriter(embedders, box, VectorIndexMerger(db), contexts)
+    writer = ChunkWriter(embedders, box, VectorIndexMerger(session_db), contexts)
     ingest = IngestService(
         db,
         writer,
@@ -143,6 +151,7 @@ def build_services(
         PartitionedInserts(db, writer, query_sources),
         {"files": FileSource(files), "urls": UrlSource(settings.crawl_allow_private)},
         heartbeat_s=settings.job_heartbeat_s,
+        session_db=session_db,
     )
     projects = ProjectService(db, settings.default_project)
     sql_jobs = SQLJobCatalog(db)
@@ -206,5 +215,6 @@ def build_services(
             stale_after_s=settings.job_stale_after_s,
             run_timeout_s=settings.job_run_timeout_s,
             concurrency=settings.job_run_concurrency,
+            lease_db=session_db,
         ),
     )

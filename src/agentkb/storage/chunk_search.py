@@ -22,8 +22,10 @@ from agentkb.storage.db import (
     EF_SEARCH_INFO,
     HNSW_EF_SEARCH,
     MAX_EF_SEARCH,
+    TRANSACTION_POOLED_INFO,
     TextArray,
     fetch_tuples,
+    session_settings,
 )
 
 
@@ -161,6 +163,10 @@ async def retrieve(conn: AsyncConnection, r: Retrieval) -> Retrieved:
     current_ef = int(conn.info.get(EF_SEARCH_INFO, default_ef))
     ef = min(max(r.ef_search or default_ef, r.vector_k), MAX_EF_SEARCH)
     restore: int | None = None
+    if conn.info.get(TRANSACTION_POOLED_INFO):  # no session of our own: the settings go with the statement
+        local = session_settings(ef) if r.query is not None else None
+        rows = await fetch_tuples(conn, _statement(r, ef), params, local_settings=local)
+        return _retrieved(r, rows)
     if r.query is not None and ef != current_ef:
         await _set_ef_search(conn, ef)
         if await _autocommit(conn):
@@ -172,6 +178,10 @@ async def retrieve(conn: AsyncConnection, r: Retrieval) -> Retrieved:
     finally:
         if restore is not None:
             await _set_ef_search(conn, restore)
+    return _retrieved(r, rows)
+
+
+def _retrieved(r: Retrieval, rows: list[tuple[Any, ...]]) -> Retrieved:
     out = Retrieved(None, in_process=r.near is not None)
     ordered: dict[str, list[tuple[int, Row]]] = {"listing": []}
     for side, chunk_id, doc_id, content, metadata, distance, ord_, version in rows:

@@ -6,7 +6,7 @@ import asyncio
 import re
 import time
 from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import asynccontextmanager
 from functools import lru_cache
 from typing import Any
 
@@ -42,6 +42,29 @@ def session_settings(ef_search: int = HNSW_EF_SEARCH) -> dict[str, str]:
 
 POOL_RECYCLE_S = 3600
 PARKED_READS = 2  # autocommit connections kept checked out between reads (Database.read)
+# A pool entry's `info` key: its connection goes through a transaction-mode pooler (PgBouncer), so nothing
+# may rely on session state — a search sets its HNSW breadth inside its own transaction (storage.chunk_search)
+TRANSACTION_POOLED_INFO = "agentkb.transaction_pooled"
+# SQLSTATEs of a server that is going away or not accepting connections (admin shutdown, crash shutdown,
+# cannot connect now: starting up, shutting down, in recovery); class 08 is "connection exception"
+_LOST_STATES = frozenset({"57P01", "57P02", "57P03"})
+
+
+def connection_lost(exc: BaseException | None) -> bool:
+    """Whether `exc` (or an error it was raised from) says PostgreSQL is unreachable or went away — a
+    restart, a failover, a network cut — rather than that the statement was wrong: the same request may
+    succeed when retried a moment later (on a new connection, perhaps to a new primary)."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+            return True
+        if isinstance(exc, psycopg.OperationalError):
+            state = exc.sqlstate
+            if state is None or state.startswith("08") or state in _LOST_STATES:
+                return True
+        exc = exc.orig if isinstance(exc, DBAPIError) else (exc.__cause__ or exc.__context__)
+        seen += 1
+    return False
 
 
 class TextArray(list[str | None]):
@@ -53,7 +76,7 @@ class TextArray(list[str | None]):
 async def _on_connect(conn: Any, settings: dict[str, str]) -> None:
     await register_vector_async(conn)
     conn.adapters.register_dumper(TextArray, ListBinaryDumper)
-    for name, value in settings.items():
+    for name, value in settings.items():  # none through a transaction-mode pooler: the session is not ours
         await conn.execute("SELECT set_config(%s, %s, false)", (name, value))
     await conn.commit()
 
@@ -68,7 +91,12 @@ def driver_sql(statement: str) -> str:
 
 
 async def fetch_tuples(
-    conn: AsyncConnection, statement: str, params: dict[str, Any], *, binary: bool = False
+    conn: AsyncConnection,
+    statement: str,
+    params: dict[str, Any],
+    *,
+    binary: bool = False,
+    local_settings: dict[str, str] | None = None,
 ) -> list[tuple[Any, ...]]:
     """The rows of `statement` (SQLAlchemy's `:name` parameters) as tuples, run on the pooled connection's
     psycopg connection itself, in its transaction if one is open. For the hot statements (the search, an
@@ -76,11 +104,18 @@ async def fetch_tuples(
     lookup, execution context, result metadata, a Row per row) costs more than psycopg's own work there.
     psycopg prepares a statement after a few runs, as through SQLAlchemy; errors surface as SQLAlchemy's
     (`DBAPIError` subclasses with the psycopg error as `orig`, as callers expect). `binary`: the results in
-    PostgreSQL's binary format."""
+    PostgreSQL's binary format. `local_settings`: set for this statement only, in a transaction of its own
+    (a savepoint inside an open one) — where session state cannot be relied on (a transaction-mode pooler)."""
     raw = await conn.get_raw_connection()
     driver: psycopg.AsyncConnection[Any] = raw.driver_connection  # type: ignore[assignment]
     sql = driver_sql(statement)
     try:
+        if local_settings:
+            async with driver.transaction(), driver.cursor(binary=binary) as cursor:
+                names = ", ".join("set_config(%s, %s, true)" for _ in local_settings)
+                await cursor.execute(f"SELECT {names}", [v for pair in local_settings.items() for v in pair])
+                await cursor.execute(sql, params)
+                return await cursor.fetchall()
         async with driver.cursor(binary=binary) as cursor:
             await cursor.execute(sql, params)
             return await cursor.fetchall()
@@ -105,24 +140,41 @@ async def _release_leases(conn: AsyncConnection) -> None:
 
 
 class Database:
-    """Owns the engine. `transaction()` is the one way to write; `connect()` reads."""
+    """Owns the engine. `transaction()` is the one way to write; `connect()` reads.
 
-    def __init__(self, url: str, *, pool_size: int = 10, hnsw_ef_search: int = HNSW_EF_SEARCH) -> None:
+    `transaction_pooled`: the URL goes through a transaction-mode pooler (PgBouncer), where each
+    transaction may run on another server session: psycopg prepares no statement (PgBouncer before 1.21
+    cannot carry them; `prepare_threshold=None`) and no session default is set (a search sets its HNSW
+    settings in its own transaction). Session-level advisory locks cannot work there: the runtime gives the
+    work that holds them (job leases, index merges) a Database of its own on a direct URL."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        pool_size: int = 10,
+        hnsw_ef_search: int = HNSW_EF_SEARCH,
+        transaction_pooled: bool = False,
+    ) -> None:
         if not MIN_EF_SEARCH <= hnsw_ef_search <= MAX_EF_SEARCH:
             raise ValueError(f"hnsw_ef_search must be {MIN_EF_SEARCH}..{MAX_EF_SEARCH}, got {hnsw_ef_search}")
         self.url = to_async_url(url)
         self.hnsw_ef_search = hnsw_ef_search
+        self.transaction_pooled = transaction_pooled
+        self.writes = 0  # transactions (and autocommitted writes) ended here: read routing's "wrote since"
         self.engine: AsyncEngine = create_async_engine(
             self.url,
             pool_size=pool_size,
             max_overflow=pool_size,
             # no pre-ping: it costs a round trip per checkout; a dropped connection fails one request and
-            # SQLAlchemy then invalidates the pool
+            # SQLAlchemy then invalidates the pool (every connection older than the failure is replaced at
+            # its next checkout: after a failover, none of them reaches the old server again)
             pool_recycle=POOL_RECYCLE_S,
             json_serializer=_dumps,
             json_deserializer=orjson.loads,
+            connect_args={"prepare_threshold": None} if transaction_pooled else {},
         )
-        settings = session_settings(hnsw_ef_search)
+        settings = {} if transaction_pooled else session_settings(hnsw_ef_search)
 
         def on_connect(dbapi_connection: Any, record: Any) -> None:
             """numpy arrays in and out of `vector` columns, in pgvector's binary format (needs the
@@ -130,6 +182,7 @@ class Database:
             session settings."""
             dbapi_connection.run_async(lambda conn: _on_connect(conn, settings))
             record.info[EF_SEARCH_INFO] = record.info[EF_DEFAULT_INFO] = hnsw_ef_search
+            record.info[TRANSACTION_POOLED_INFO] = transaction_pooled
 
         event.listen(self.engine.sync_engine, "connect", on_connect)
         # reads of one statement: no BEGIN before it, no ROLLBACK after it (one round trip, not three)
@@ -145,8 +198,11 @@ class Database:
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncConnection]:
-        async with self.engine.begin() as conn:
-            yield conn
+        try:
+            async with self.engine.begin() as conn:
+                yield conn
+        finally:
+            self.writes += 1  # committed, or perhaps committed (a connection lost at COMMIT)
 
     @asynccontextmanager
     async def connect(self) -> AsyncIterator[AsyncConnection]:
@@ -211,10 +267,15 @@ class Database:
             else:
                 await conn.close()
 
-    def autocommitted(self) -> AbstractAsyncContextManager[AsyncConnection]:
+    @asynccontextmanager
+    async def autocommitted(self) -> AsyncIterator[AsyncConnection]:
         """`read()` for writes that need no transaction in common: each statement is its own, committed by
         itself (one round trip, not BEGIN, the statement and COMMIT)."""
-        return self.read()
+        try:
+            async with self.read() as conn:
+                yield conn
+        finally:
+            self.writes += 1
 
     @property
     def parked(self) -> int:

@@ -297,8 +297,17 @@ def index_options(given: Mapping[str, Any]) -> dict[str, int] | None:
 
 
 class KnowledgeBaseAdmin:
-    def __init__(self, db: Database, embedders: EmbedderRegistry, *, box: SecretBox | None = None) -> None:
+    def __init__(
+        self,
+        db: Database,
+        embedders: EmbedderRegistry,
+        *,
+        box: SecretBox | None = None,
+        session_db: Database | None = None,
+    ) -> None:
+        """`session_db`: where the merge lock (session-level) is held (default `db`)."""
         self.db = db
+        self.session_db = session_db or db
         self.embedders = embedders
         self.box = box or SecretBox.from_environment()
 
@@ -375,7 +384,7 @@ class KnowledgeBaseAdmin:
         access.require_write("building an index")
         access.require_project(project_name)
         options = index_options(given)
-        async with self.db.read() as lock_conn:
+        async with self.session_db.read() as lock_conn:
             table = (await kb_lookup.find(lock_conn, project_name, kb_name)).storage_table
             async with chunks.merge_lock(lock_conn, table), self.db.transaction() as conn:
                 kb = await self._locked(conn, project_name, kb_name)

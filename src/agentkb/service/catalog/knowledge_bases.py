@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb.destinations import check_model_urls
 from agentkb.errors import BadRequest, Conflict, project_not_found
@@ -27,6 +28,7 @@ from agentkb.storage import knowledge_bases as repo
 from agentkb.storage.chunk_filters import compile_filters
 from agentkb.storage.db import Database
 from agentkb.storage.knowledge_bases import KnowledgeBaseRow
+from agentkb.storage.read_routing import ReadRouter
 from agentkb.validation import check_dict, check_name, check_storable, check_str_list
 
 VECTOR_DATABASE = "agentkb_pgvector"
@@ -93,10 +95,10 @@ class KnowledgeBaseService:
         default_reranking_model: dict[str, Any] | None = None,
         *,
         box: SecretBox | None = None,
-        read_db: Database | None = None,
+        reads: ReadRouter | None = None,
     ) -> None:
         self.db = db
-        self.read_db = read_db or db  # listings: a replica when AGENTKB_DATABASE_READ_URL is set
+        self.reads = reads or ReadRouter(db, None)  # listings: on a replica when AGENTKB_DATABASE_READ_URL
         self.default_embedding_model = default_embedding_model
         self.default_reranking_model = dict(default_reranking_model or {})
         self.dimension = dimension
@@ -104,9 +106,12 @@ class KnowledgeBaseService:
 
     async def list(self, project_name: str) -> list[KnowledgeBaseRow]:
         access.require_project(project_name)
-        async with self.read_db.read() as conn:
+
+        async def listing(conn: AsyncConnection) -> list[KnowledgeBaseRow]:
             project = await projects.resolve(conn, project_name)
             return await repo.list_for_project(conn, project.id)
+
+        return await self.reads.run(listing)
 
     async def get(self, project_name: str, name: str) -> KnowledgeBaseRow:
         return await kb_lookup.read(self.db, project_name, name)

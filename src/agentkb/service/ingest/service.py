@@ -74,15 +74,17 @@ class IngestService:
         document_sources: Mapping[str, DocumentSource],
         *,
         heartbeat_s: float = 5.0,
+        session_db: Database | None = None,
     ) -> None:
         """`data_sources`: the rows of an insert's query; `partitions`: partitioned SQL inserts;
-        `document_sources`: where `files` and `urls` inserts read their documents."""
+        `document_sources`: where `files` and `urls` inserts read their documents; `session_db`: where the
+        job leases are held (default `db`)."""
         self.db = db
         self.writer = writer
         self.data_sources = data_sources
         self.partitions = partitions
         self.document_sources = dict(document_sources)
-        self.runner = JobRunner(db, self._execute, heartbeat_s=heartbeat_s)
+        self.runner = JobRunner(db, self._execute, heartbeat_s=heartbeat_s, lease_db=session_db)
         self.queued = asyncio.Event()  # set when an async job is queued, to wake the in-process worker
 
     async def _validate(self, given: InsertInput) -> dict[str, Any]:

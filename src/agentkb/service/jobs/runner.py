@@ -24,9 +24,10 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb import metrics
-from agentkb.errors import AgentKBError, Conflict
+from agentkb.errors import AgentKBError, Conflict, Unavailable
 from agentkb.ingest.request import JobCancelled, Progress
 from agentkb.secrecy import mask_text
+from agentkb.service.platform import RETRY_AFTER_S, database_unavailable
 from agentkb.storage import jobs
 from agentkb.storage.db import Database
 from agentkb.storage.jobs import JobRow
@@ -54,8 +55,12 @@ class JobRunner:
         *,
         heartbeat_s: float = 5.0,
         progress_every_s: float = PROGRESS_EVERY_S,
+        lease_db: Database | None = None,
     ) -> None:
+        """`lease_db`: where leases are held — a session of their own, so not through a transaction-mode
+        pooler (default `db`)."""
         self.db = db
+        self.lease_db = lease_db or db
         self.execute = execute
         self.heartbeat_s = heartbeat_s
         self.progress_every_s = progress_every_s
@@ -64,7 +69,7 @@ class JobRunner:
 
     def lease(self) -> AbstractAsyncContextManager[AsyncConnection]:
         """A connection to hold a job's lease on; on the way out every lease it holds is ended."""
-        return self.db.leasing()
+        return self.lease_db.leasing()
 
     async def run_job(self, job: JobRow) -> JobRow:
         """Run a claimed or synchronous job to its end and record how it ended. A failure is re-raised
@@ -86,10 +91,12 @@ class JobRunner:
                 log.warning("ingest job %s was taken over by another worker: this run stopped", job.id)
                 if isinstance(exc, asyncio.CancelledError) and (current := asyncio.current_task()):
                     current.uncancel()
-                if job.mode == "sync":
-                    raise Conflict(
-                        f"Insert job {job.id} was interrupted; nothing of it was stored",
+                if job.mode == "sync":  # its heartbeat went stale (a database failover?) and it was failed
+                    raise Unavailable(
+                        f"Insert job {job.id} was interrupted (its heartbeat could not be recorded in time: a "
+                        "database restart or failover?); nothing of it was stored: send it again",
                         title="Insert interrupted",
+                        retry_after_s=RETRY_AFTER_S,
                     ) from None
                 return await self._read(job.id)
             if not progress.cancel_requested:
@@ -107,6 +114,14 @@ class JobRunner:
             await self._finish(job.id, "failed", progress, exc.detail)
             raise
         except Exception as exc:
+            if job.mode == "async" and database_unavailable(exc):
+                # a restart or failover: nothing of the run was committed, and the job stays claimed (its
+                # lease went with the connection) for a worker to take over once its heartbeat is stale —
+                # on the new primary after a failover
+                log.warning(
+                    "ingest job %s lost the database (%s): left for a worker to take over", job.id, exc
+                )
+                raise
             log.exception("ingest job %s failed", job.id)
             await self._finish(job.id, "failed", progress, f"{type(exc).__name__}: {exc}")
             raise
@@ -145,8 +160,18 @@ class JobRunner:
     async def _beat(self, job_id: str, progress: Progress, runner: asyncio.Task[Any] | None) -> None:
         while True:
             await asyncio.sleep(self.heartbeat_s)
-            async with self.db.transaction() as conn:
-                state = await jobs.heartbeat(conn, job_id, self.worker_id)
+            try:
+                async with self.db.transaction() as conn:
+                    state = await jobs.heartbeat(conn, job_id, self.worker_id)
+            except Exception as exc:  # noqa: BLE001 - the beat outlives one failure (a failover: the next
+                # may reach the new primary); beats missed past the stale age end the job's claim
+                log.warning(
+                    "ingest job %s: a heartbeat failed (%s); beating on",
+                    job_id,
+                    type(exc).__name__,
+                    exc_info=None if database_unavailable(exc) else exc,
+                )
+                continue
             if state is None:
                 self._lost.add(job_id)
             elif state:

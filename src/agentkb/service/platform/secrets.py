@@ -2,8 +2,9 @@
 
 - `seal_plaintext_secrets` runs at every start-up (`runtime.open_runtime`): records written before secrets were
   encrypted (or by hand) get their secret fields sealed; rows another process holds are skipped (that
-  process writes them sealed). It also counts secrets sealed under keys this process lacks, so a
-  process started with the wrong key says so at once.
+  process writes them sealed). A secret sealed under a key this process lacks makes the start-up fail
+  (`UnknownSecretKeys`, naming the key ids), unless AGENTKB_ALLOW_UNKNOWN_SECRET_KEYS lets it through
+  with an error line.
 - `rotate_secrets` re-encrypts every stored secret under the box's first key in one transaction (all or
   nothing), for `agentkb keys rotate-secret`.
 
@@ -19,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentkb.secrecy import SecretBox, plain_secret_count, sealed_key_ids
+from agentkb.secrecy import SecretBox, SecretKeyError, plain_secret_count, sealed_key_ids
 from agentkb.storage import secret_columns
 from agentkb.storage.db import Database
 
@@ -45,8 +46,15 @@ def _secret_part(table: str, column: str, value: Any) -> tuple[Any, Callable[[An
 
 
 async def _rewrite(
-    db: Database, box: SecretBox, transform: Callable[[Any, str], Any], *, skip_locked: bool
+    db: Database,
+    box: SecretBox,
+    transform: Callable[[Any, str], Any],
+    *,
+    skip_locked: bool,
+    check: Callable[[SecretReport], None] = lambda report: None,
 ) -> SecretReport:
+    """One pass over the stored secrets in one transaction; `check` sees the report before the commit (what
+    it raises rolls the pass back)."""
     report = SecretReport()
     async with db.transaction() as conn:
         for table in secret_columns.SECRET_COLUMNS:
@@ -66,23 +74,47 @@ async def _rewrite(
                 if changed:
                     await secret_columns.update_row(conn, table, row_id, changed)
                     report.rows += 1
+        check(report)
     return report
 
 
-async def seal_plaintext_secrets(db: Database, box: SecretBox) -> SecretReport:
-    """Seal every secret field still stored in plain text (values sealed under any key stay as they are)."""
-    report = await _rewrite(db, box, lambda part, _where: box.seal(part), skip_locked=True)
+class UnknownSecretKeys(SecretKeyError):
+    """The database holds secrets sealed under keys this process does not have: start-up is refused."""
+
+
+def _unknown(report: SecretReport, box: SecretBox) -> str:
+    return (
+        f"{sum(report.unknown_keys.values())} stored secret(s) were encrypted with key(s) "
+        f"{', '.join(sorted(report.unknown_keys))}, which this process does not have (its keys: "
+        f"{', '.join(box.key_ids) or 'none'}, from {box.source})"
+    )
+
+
+async def seal_plaintext_secrets(
+    db: Database, box: SecretBox, *, refuse_unknown: bool = False
+) -> SecretReport:
+    """Seal every secret field still stored in plain text (values sealed under any key stay as they are).
+    Secrets sealed under keys `box` lacks are logged; with `refuse_unknown` they raise `UnknownSecretKeys`
+    instead (the key ids in the message, never a key), and nothing is written."""
+
+    def refuse(report: SecretReport) -> None:
+        if refuse_unknown and report.unknown_keys:
+            raise UnknownSecretKeys(
+                f"refusing to start: {_unknown(report, box)}. Start every process sharing the database with "
+                f"the same AGENTKB_SECRET_KEY, holding key(s) {', '.join(sorted(report.unknown_keys))} "
+                "(several keys, comma-separated: the first encrypts, all decrypt); if they are lost for good, "
+                "start with AGENTKB_ALLOW_UNKNOWN_SECRET_KEYS=true and set those secrets again "
+                "(docs/configuration.md#secrets)"
+            )
+
+    report = await _rewrite(db, box, lambda part, _where: box.seal(part), skip_locked=True, check=refuse)
     if report.rows:
         log.info("encrypted %d stored secret(s) that were in plain text", report.plain)
     if report.unknown_keys:
         log.error(
-            "%d stored secret(s) were encrypted with key(s) %s, which this process does not have (its "
-            "keys: %s, from %s); they cannot be used until every process sharing the database uses the "
-            "same AGENTKB_SECRET_KEY",
-            sum(report.unknown_keys.values()),
-            ", ".join(sorted(report.unknown_keys)),
-            ", ".join(box.key_ids) or "none",
-            box.source,
+            "%s; they cannot be used until every process sharing the database uses the same "
+            "AGENTKB_SECRET_KEY",
+            _unknown(report, box),
         )
     return report
 

@@ -41,6 +41,7 @@ from agentkb.storage import chunk_search, chunks
 from agentkb.storage import knowledge_bases as repo
 from agentkb.storage.db import Database
 from agentkb.storage.knowledge_bases import KnowledgeBaseRow
+from agentkb.storage.read_routing import ReadRouter
 from agentkb.validation import check_storable
 
 # BM25 over an index of up to this many chunks ranks inline, on the event loop: it is quick enough there (its
@@ -96,11 +97,12 @@ class SearchService:
         embedders: EmbedderRegistry,
         *,
         box: SecretBox | None = None,
-        read_db: Database | None = None,
+        reads: ReadRouter | None = None,
         vector_cache_bytes: int = VECTOR_CACHE_BYTES,
     ) -> None:
         self.db = db
-        self.read_db = read_db or db  # the chunks are read here: a replica when AGENTKB_DATABASE_READ_URL
+        # the chunks are read through it: on a replica when AGENTKB_DATABASE_READ_URL is set and it is current
+        self.reads = reads or ReadRouter(db, None)
         self.embedders = embedders
         self.box = box or SecretBox.from_environment()
         self.lexical = LexicalIndexes()
@@ -284,13 +286,14 @@ class SearchService:
         return self.vectors.get(kb.id, kb.updated_at, lambda: self._load_vectors(kb))
 
     async def _load_vectors(self, kb: KnowledgeBaseRow) -> Loaded:
+        async def load(conn: AsyncConnection) -> Loaded:
+            max_rows = self.vectors.max_rows(kb.vector_dim)
+            return Loaded(
+                *await chunk_search.all_vectors(conn, kb.id, kb.storage_table, kb.vector_dim, max_rows)
+            )
+
         try:  # from where the searches read, in one snapshot with the version
-            async with self.read_db.read() as conn:
-                return Loaded(
-                    *await chunk_search.all_vectors(
-                        conn, kb.id, kb.storage_table, kb.vector_dim, self.vectors.max_rows(kb.vector_dim)
-                    )
-                )
+            return await self.reads.run(load)
         except ProgrammingError as exc:
             if isinstance(exc.orig, UndefinedTable):
                 return Loaded(None, None, None)
@@ -304,8 +307,7 @@ class SearchService:
         ids: list[str] | None,
         held: VectorSet | None,
     ) -> Found:
-        # on the replica when there is one (the BM25 texts and KB rows come from the primary)
-        async with self._chunk_table(kb, self.read_db) as conn:
+        async def run(conn: AsyncConnection) -> Found:
             return await search(
                 conn,
                 kb.id,
@@ -317,6 +319,14 @@ class SearchService:
                 ef_search=kb.params.get("ef_search"),
                 vectors=held,
             )
+
+        # on the replica when there is one (the BM25 texts and KB rows come from the primary)
+        try:
+            return await self.reads.run(run)
+        except ProgrammingError as exc:
+            if isinstance(exc.orig, UndefinedTable):
+                raise self._gone(kb) from exc
+            raise
 
     async def _chunk_count(self, kb: KnowledgeBaseRow) -> int:
         async with self._chunk_table(kb, self.db) as conn:

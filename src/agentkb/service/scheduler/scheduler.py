@@ -59,8 +59,12 @@ class Scheduler:
         stale_after_s: float = 30.0,
         run_timeout_s: float = 3600.0,
         concurrency: int = 4,
+        lease_db: Database | None = None,
     ) -> None:
+        """`lease_db`: where the runs' leases are held — a session of their own, so not through a
+        transaction-mode pooler (default `db`)."""
         self.db = db
+        self.lease_db = lease_db or db
         self.catalog = catalog
         self.runner = runner
         self.poll_s = poll_s
@@ -116,7 +120,7 @@ class Scheduler:
         while len(self.running) < self.concurrency:
             lease = contextlib.AsyncExitStack()  # the run task closes it; here only when nothing is claimed
             try:
-                conn = await lease.enter_async_context(self.db.leasing())
+                conn = await lease.enter_async_context(self.lease_db.leasing())
                 async with conn.begin():
                     claimed = await sql_jobs.claim(conn, self.worker_id, self.stale_after_s, plan_next)
             except BaseException:
