@@ -70,7 +70,8 @@ def openai_env_key(base_url: str | None) -> str | None:
     return None
 
 
-def _text(layer: Mapping[str, Any], *keys: str) -> str | None:
+def first_text(layer: Mapping[str, Any], *keys: str) -> str | None:
+    """The first non-empty string among `layer[keys]`."""
     for key in keys:
         value = layer.get(key)
         if isinstance(value, str) and value:
@@ -81,9 +82,9 @@ def _text(layer: Mapping[str, Any], *keys: str) -> str | None:
 def _credentials(provider: str, layer: Mapping[str, Any]) -> dict[str, str]:
     """The key, base URL and organization one layer gives for `provider` (MindsDB's spellings)."""
     found: dict[str, str] = {}
-    key = _text(layer, *_KEY_KEYS.get(provider, (f"{provider}_api_key", "api_key")))
-    base_url = _text(layer, *_BASE_URL_KEYS.get(provider, ("base_url",)))
-    organization = _text(layer, *_ORGANIZATION_KEYS) if provider == "openai" else None
+    key = first_text(layer, *_KEY_KEYS.get(provider, (f"{provider}_api_key", "api_key")))
+    base_url = first_text(layer, *_BASE_URL_KEYS.get(provider, ("base_url",)))
+    organization = first_text(layer, *_ORGANIZATION_KEYS) if provider == "openai" else None
     for name, value in (("api_key", key), ("base_url", base_url), ("organization", organization)):
         if value is not None:
             found[name] = value

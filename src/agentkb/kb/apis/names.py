@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from typing import Any
 from urllib.parse import urlsplit
 
+from agentkb.credentials import first_text
 from agentkb.destinations import check_url
 from agentkb.errors import BadRequest
 
@@ -42,13 +41,7 @@ def canonical(provider: object, field: str) -> str:
     return found
 
 
-def text(config: Mapping[str, Any], *keys: str) -> str | None:
-    """The first non-empty string among `config[keys]`."""
-    for key in keys:
-        value = config.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return None
+text = first_text  # the first non-empty string among `config[keys]` (the credentials' own rule)
 
 
 def environment(*names: str) -> str | None:

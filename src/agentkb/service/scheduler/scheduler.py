@@ -74,7 +74,6 @@ class Scheduler:
         self.concurrency = concurrency
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.running: set[asyncio.Task[None]] = set()
-        self.runs_ended = 0
         self.run_ended = asyncio.Event()  # a run of this process ended: its job may be due again
 
     # -- the loop -----------------------------------------------------------------------------------------
@@ -167,7 +166,6 @@ class Scheduler:
                     conn, run.id, outcome.state, outcome.error, outcome.query or None, outcome.ingest_job_ids
                 )
             metrics.sql_job_runs.labels(outcome.state).inc()
-            self.runs_ended += 1
             log.info(
                 "job %s.%s: run %d %s in %.2f s%s",
                 job.project_name,
@@ -214,7 +212,7 @@ class Scheduler:
         return count
 
     async def run_pending_once(self) -> int:
-        """Start what is due and wait for those runs to end (for `agentkb jobs run` and tests)."""
+        """Start what is due and wait for those runs to end (one pass, without the loop: the tests' driver)."""
         started = await self.start_due()
         if self.running:
             await asyncio.gather(*list(self.running), return_exceptions=True)
