@@ -137,13 +137,13 @@ class EventFollower(threading.Thread):
             self.ended.set()
 
 
-def test_sigterm_ends_a_job_stream_hands_the_job_back_and_it_resumes(tmp_path: Path) -> None:
+def test_sigterm_ends_a_job_stream_hands_the_job_back_and_it_resumes(data_dir: Path) -> None:
     grace_s = 10.0
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    log = tmp_path / "server.log"
+    log = data_dir / "server.log"
     with GatedStub() as stub, httpx.Client(base_url=base, timeout=30) as client:
-        with serve(tmp_path, port, log, AGENTKB_SHUTDOWN_GRACE_S=str(grace_s)) as proc:
+        with serve(data_dir, port, log, AGENTKB_SHUTDOWN_GRACE_S=str(grace_s)) as proc:
             gated_kb(client, stub)
             job_id = queue_job(client)
             assert stub.wait_held(60), "the job never asked for embeddings"
@@ -166,7 +166,7 @@ def test_sigterm_ends_a_job_stream_hands_the_job_back_and_it_resumes(tmp_path: P
         # a clean exit: uvicorn re-raises the SIGTERM it handled (the grace deadline would exit with 1)
         assert returncode == -signal.SIGTERM, (returncode, log.read_text()[-3000:])
         assert exit_s < grace_s, exit_s
-        assert not _postgres_running(tmp_path / "pg"), "the runtime did not close: PostgreSQL still runs"
+        assert not _postgres_running(data_dir / "pg"), "the runtime did not close: PostgreSQL still runs"
         assert follower.error is None, follower.error
         last = follower.events[-1]
         assert last["shutdown"] is True and "shutting down" in last["detail"], last
@@ -174,7 +174,7 @@ def test_sigterm_ends_a_job_stream_hands_the_job_back_and_it_resumes(tmp_path: P
         assert all(e["state"] == "running" for e in follower.events[:-1]), follower.events
 
         stub.open()  # the restarted server's embeddings are answered at once
-        with serve(tmp_path, port, log):
+        with serve(data_dir, port, log):
             job = wait_for_state(client, job_id, {"succeeded", "failed", "cancelled"})
             kb = client.get(f"{P}/knowledge_bases/kb").json()
     # handed back, not taken over as stale: the interrupted attempt does not count
@@ -184,15 +184,15 @@ def test_sigterm_ends_a_job_stream_hands_the_job_back_and_it_resumes(tmp_path: P
     assert kb["document_count"] == ROWS and kb["chunk_count"] == ROWS, kb
 
 
-def test_a_second_signal_exits_at_once(tmp_path: Path) -> None:
+def test_a_second_signal_exits_at_once(data_dir: Path) -> None:
     """A synchronous insert held by the stub keeps uvicorn waiting (half of a 60 s grace period)."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    log = tmp_path / "server.log"
+    log = data_dir / "server.log"
     with (
         GatedStub() as stub,
         httpx.Client(base_url=base, timeout=30) as client,
-        serve(tmp_path, port, log, AGENTKB_SHUTDOWN_GRACE_S="60") as proc,
+        serve(data_dir, port, log, AGENTKB_SHUTDOWN_GRACE_S="60") as proc,
     ):
         gated_kb(client, stub)
 
@@ -217,19 +217,19 @@ def test_a_second_signal_exits_at_once(tmp_path: Path) -> None:
     assert "second SIGTERM: exiting at once" in log.read_text()
 
 
-def test_worker_sigterm_hands_its_job_back(tmp_path: Path) -> None:
+def test_worker_sigterm_hands_its_job_back(data_dir: Path) -> None:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    log = tmp_path / "server.log"
+    log = data_dir / "server.log"
     env = {"AGENTKB_WORKER_ENABLED": "false", "AGENTKB_SHUTDOWN_GRACE_S": "10"}
     with (
         GatedStub() as stub,
         httpx.Client(base_url=base, timeout=30) as client,
-        serve(tmp_path, port, log, **env),
+        serve(data_dir, port, log, **env),
     ):
         gated_kb(client, stub)
         job_id = queue_job(client)
-        worker = _start(["worker", "--data-dir", str(tmp_path)], tmp_path / "worker.log", _env(**env))
+        worker = _start(["worker", "--data-dir", str(data_dir)], data_dir / "worker.log", _env(**env))
         try:
             assert stub.wait_held(90), "the worker never ran the job"
             assert wait_for_state(client, job_id, {"running"})["attempts"] == 1
@@ -246,7 +246,7 @@ def test_worker_sigterm_hands_its_job_back(tmp_path: Path) -> None:
         assert job["state"] == "queued" and job["worker"] is None and job["attempts"] == 0, job
 
         stub.open()
-        worker = _start(["worker", "--data-dir", str(tmp_path)], tmp_path / "worker.log", _env(**env))
+        worker = _start(["worker", "--data-dir", str(data_dir)], data_dir / "worker.log", _env(**env))
         try:
             job = wait_for_state(client, job_id, {"succeeded", "failed", "cancelled"})
         finally:

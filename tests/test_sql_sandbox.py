@@ -277,13 +277,14 @@ def test_direct_forms_are_refused(client: httpx.Client, table_file: str, query: 
         "RESET enable_external_access",
         "PRAGMA enable_external_access = true",
         "PRAGMA version",
-        f"COPY (SELECT 1) TO '/tmp/agentkb_copy_{uuid.uuid4().hex}.csv'",
-        f"ATTACH '/tmp/agentkb_attached_{uuid.uuid4().hex}.db' AS other",
+        "COPY (SELECT 1) TO '/tmp/agentkb_copy_{fresh}.csv'",
+        "ATTACH '/tmp/agentkb_attached_{fresh}.db' AS other",
         "INSTALL httpfs",
         "LOAD httpfs",
     ],
 )
 def test_statements_that_reach_outside_are_refused(client: httpx.Client, query: str) -> None:
+    query = query.replace("{fresh}", uuid.uuid4().hex)  # a new path each run; the test's id stays the same
     refused(client, query)
     if query.startswith(("COPY", "ATTACH")):
         assert not Path(query.split("'")[1]).exists()
@@ -349,12 +350,13 @@ DISABLED = "disabled by configuration"
         (f"SELECT * FROM '{PASSWD}'", "does not exist"),  # no file read by a replacement scan
         ("LOAD httpfs", "disabled through configuration"),
         ("INSTALL httpfs", DISABLED),
-        (f"ATTACH '/tmp/agentkb_sandbox_{uuid.uuid4().hex}.db' AS other", DISABLED),
-        (f"COPY t TO '/tmp/agentkb_sandbox_{uuid.uuid4().hex}.csv'", DISABLED),
+        ("ATTACH '/tmp/agentkb_sandbox_{fresh}.db' AS other", DISABLED),
+        ("COPY t TO '/tmp/agentkb_sandbox_{fresh}.csv'", DISABLED),
     ],
 )
 def test_the_planners_duckdb_reaches_nothing_outside(query: str, answer: str) -> None:
     """The name fence taken away, the planner's own DuckDB (`frames.query`) still reads no file."""
+    query = query.replace("{fresh}", uuid.uuid4().hex)
     with pytest.raises(BadRequest) as refused:
         frames.query({"t": FRAME}, query)
     assert answer in str(refused.value.detail) and "root:" not in str(refused.value.detail)
