@@ -138,21 +138,34 @@ def test_killed_server_job_resumes_after_restart(data_dir: Path) -> None:
             assert client.get(f"{P}/knowledge_bases/kb").json()["document_count"] == 1500
 
 
+def _running_workers(base: str, kbs: tuple[str, ...]) -> set[str]:
+    """The workers of the jobs running now in `kbs`."""
+    listed = [j for kb in kbs for j in httpx.get(f"{base}{P}/knowledge_bases/{kb}/jobs").json()]
+    return {j["worker"] for j in listed if j["state"] == "running"}
+
+
 def test_two_workers_drain_one_queue(data_dir: Path) -> None:
     port = free_port()
     env = _env(AGENTKB_WORKER_ENABLED="false")
     with OpenAIStub(delay_s=0.05) as slow, serve(data_dir, port, env=env):
         base = f"http://127.0.0.1:{port}"
         model = slow.embedding_model()
-        httpx.post(
-            f"{base}{P}/knowledge_bases", json={"knowledge_base": {"name": "kb", "embedding_model": model}}
-        )
+        # Two knowledge bases: inserts into one knowledge base run one at a time (each holds the KB's row
+        # for its transaction), so only jobs of different ones can run on both workers at once.
+        kbs = ("kb_a", "kb_b")
+        for kb in kbs:
+            httpx.post(
+                f"{base}{P}/knowledge_bases", json={"knowledge_base": {"name": kb, "embedding_model": model}}
+            )
         slow.hold()  # every embedding request waits until both workers are busy (below)
-        ids = [
-            httpx.put(
-                f"{base}{P}/knowledge_bases/kb?async=true",
-                json={"knowledge_base": {"rows": rows(40, f"j{i}_")}},
-            ).json()["job_id"]
+        jobs = [
+            (
+                kbs[i % 2],
+                httpx.put(
+                    f"{base}{P}/knowledge_bases/{kbs[i % 2]}?async=true",
+                    json={"knowledge_base": {"rows": rows(40, f"j{i}_")}},
+                ).json()["job_id"],
+            )
             for i in range(8)
         ]
         workers = [
@@ -165,21 +178,22 @@ def test_two_workers_drain_one_queue(data_dir: Path) -> None:
             for _ in range(2)
         ]
         try:
-            # Each worker runs one job at a time and a 40-row job makes one embedding request, so two requests
-            # held at once come from two workers: both took a job, whatever the machine's speed.
+            # Each worker runs one job at a time: two jobs running at once under two worker names, both
+            # waiting on their embedding request, means both workers took a job, whatever the machine's speed.
             deadline = time.monotonic() + 120
-            while sum(r.path.endswith("/embeddings") for r in slow.requests) < 2:
+            while len(_running_workers(base, kbs)) < 2 or len(slow.requests) < 2:
                 assert time.monotonic() < deadline, "the two workers did not both take a job"
                 assert all(w.poll() is None for w in workers), "a worker exited"
                 time.sleep(0.05)
             slow.release()
             with httpx.Client(base_url=base, timeout=30) as client:
                 done = [
-                    wait_for(client, "kb", job_id, {"succeeded", "failed"}, timeout=120) for job_id in ids
+                    wait_for(client, kb, job_id, {"succeeded", "failed"}, timeout=120) for kb, job_id in jobs
                 ]
                 assert all(j["state"] == "succeeded" and j["attempts"] == 1 for j in done), done
                 assert len({j["worker"] for j in done}) == 2  # both workers took jobs
-                assert client.get(f"{P}/knowledge_bases/kb").json()["document_count"] == 8 * 40
+                for kb in kbs:
+                    assert client.get(f"{P}/knowledge_bases/{kb}").json()["document_count"] == 4 * 40
                 embedded = sum(j["counts"]["embedded"] for j in done)
                 assert embedded == 8 * 40  # every chunk embedded exactly once: no job ran twice
         finally:
