@@ -195,13 +195,17 @@ def test_two_servers_two_workers_one_tcp_postgres() -> None:
         workers = [procs.worker(), procs.worker()]
         clients = [stack.enter_context(_client(api)) for api in apis]
         a, b = clients
-        kb = "shared"
-        r = a.post(
-            f"{P}/knowledge_bases",
-            json={"knowledge_base": {"name": kb, "embedding_model": stub.embedding_model()}},
-        )
-        assert r.status_code == 201, r.text
+        # Inserts into one knowledge base run one after another: the killed worker's job and the survivor's
+        # (below) go to two, so that both workers run one at once.
+        kb, other_kb = "shared", "shared_other"
+        for name in (kb, other_kb):
+            r = a.post(
+                f"{P}/knowledge_bases",
+                json={"knowledge_base": {"name": name, "embedding_model": stub.embedding_model()}},
+            )
+            assert r.status_code == 201, r.text
         all_jobs: dict[str, set[str]] = {}  # job id -> the ids of the rows it inserts
+        job_kb: dict[str, str] = {}  # job id -> its knowledge base, where not `kb`
         # a scheduled job ticking every second while all of this runs: four schedulers claim its ticks
         ticking = {"query": "CREATE JOB ticking (SELECT 1 FROM information_schema.jobs) EVERY 1 second"}
         assert a.post("/api/sql/query", json=ticking).json()["type"] == "ok"
@@ -221,14 +225,22 @@ def test_two_servers_two_workers_one_tcp_postgres() -> None:
         embedded_before = sum(req.path.endswith("/embeddings") for req in stub.requests)
         stub.hold()
         killed_rows = {"k0": _rows("killzero", KILLED_ROWS), "k1": _rows("killone", KILLED_ROWS)}
-        held = {insert_async(a, kb, killed_rows["k0"]): "k0", insert_async(b, kb, killed_rows["k1"]): "k1"}
+        held = {
+            insert_async(a, kb, killed_rows["k0"]): "k0",
+            insert_async(b, other_kb, killed_rows["k1"]): "k1",
+        }
+        job_kb.update({job_id: other_kb for job_id, key in held.items() if key == "k1"})
         deadline = time.monotonic() + TIMEOUT_S
         while sum(req.path.endswith("/embeddings") for req in stub.requests) < embedded_before + 2:
             assert time.monotonic() < deadline, "the two workers did not both take a job"
             assert all(w.poll() is None for w in workers), procs.log_text()
             time.sleep(0.05)
-        running = {job_id: a.get(f"{P}/knowledge_bases/{kb}/jobs/{job_id}").json() for job_id in held}
+        running = {
+            job_id: a.get(f"{P}/knowledge_bases/{job_kb.get(job_id, kb)}/jobs/{job_id}").json()
+            for job_id in held
+        }
         assert all(job["state"] == "running" for job in running.values()), running
+        assert len({job["worker"] for job in running.values()}) == 2, running
         victim_job = next(iter(running))
         victim_pid = int(running[victim_job]["worker"].split(":")[1])
         victim = next(w for w in workers if w.pid == victim_pid)
@@ -237,10 +249,10 @@ def test_two_servers_two_workers_one_tcp_postgres() -> None:
         workers.append(procs.worker())  # a replacement; the survivor or it takes the dead worker's job over
         stub.release()
         for job_id, key in held.items():
-            job = wait_job(b, kb, job_id, {"succeeded", "failed", "cancelled"})
+            job = wait_job(b, job_kb.get(job_id, kb), job_id, {"succeeded", "failed", "cancelled"})
             assert job["state"] == "succeeded", job
             all_jobs[job_id] = {row["id"] for row in killed_rows[key]}
-        taken_over = b.get(f"{P}/knowledge_bases/{kb}/jobs/{victim_job}").json()
+        taken_over = b.get(f"{P}/knowledge_bases/{job_kb.get(victim_job, kb)}/jobs/{victim_job}").json()
         assert taken_over["attempts"] == 2 and taken_over["worker"] != running[victim_job]["worker"], (
             taken_over
         )
@@ -293,10 +305,13 @@ def test_two_servers_two_workers_one_tcp_postgres() -> None:
         assert not failures, failures
 
         # No row lost: every row of every job, through either server.
-        inserted = set().union(*all_jobs.values())
-        expected = len(inserted) + 6  # and the uploaded file's rows
-        for client in clients:
-            assert client.get(f"{P}/knowledge_bases/{kb}").json()["document_count"] == expected
+        for name in (kb, other_kb):
+            inserted = set().union(
+                *(ids for job_id, ids in all_jobs.items() if job_kb.get(job_id, kb) == name)
+            )
+            expected = len(inserted) + (6 if name == kb else 0)  # and the uploaded file's rows
+            for client in clients:
+                assert client.get(f"{P}/knowledge_bases/{name}").json()["document_count"] == expected
 
         # No job ran twice to completion: each ran to its end exactly once, across every worker's log.
         log = procs.log_text()
@@ -310,7 +325,7 @@ def test_two_servers_two_workers_one_tcp_postgres() -> None:
         for client in clients:
             for job_id, ids in all_jobs.items():
                 for row_id in sorted(ids)[:ROWS]:
-                    if row_id not in found_ids(client, kb, row_id):
+                    if row_id not in found_ids(client, job_kb.get(job_id, kb), row_id):
                         unseen.append(f"{client.base_url} search for row {row_id} (job {job_id}) misses it")
         assert not unseen, (
             f"{live} searches as the clients went, {len(unseen) - live} at the end",
