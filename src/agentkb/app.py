@@ -34,7 +34,7 @@ from agentkb.api import (
 )
 from agentkb.api.auth import HEALTH_PATHS, Authenticate, document_security, public_paths
 from agentkb.api.hosts import TrustedHosts
-from agentkb.api.mcp import MCPDoor
+from agentkb.api.mcp_door import MCPBuilder, MCPDoor
 from agentkb.api.metrics import RequestMetrics
 from agentkb.api.middleware import RequestContext
 from agentkb.api.ratelimit import RateLimit
@@ -97,7 +97,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(metrics.router)
     app.include_router(openai_compat.router)  # agents as OpenAI chat models
     app.include_router(a2a.router)  # agents over A2A (MindsDB's /a2a/)
-    app.state.mcp = MCPDoor(lambda: app.state.services)  # MCP, streamable HTTP
+    app.state.mcp = MCPDoor(lambda: app.state.services, _load_mcp)  # MCP, built on its first request
     app.router.routes.extend(app.state.mcp.routes)
     console.install(app)  # the web console at /console (not in the OpenAPI schema)
     docs.install(app)
@@ -129,6 +129,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     if settings.trusted_proxies:  # outermost: the client address and scheme everything else sees
         app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.trusted_proxies)
     return app
+
+
+def _load_mcp() -> MCPBuilder:
+    """The MCP server's module, imported on the first MCP request (the SDK is a large import)."""
+    from agentkb.api.mcp import door_apps
+
+    return door_apps
 
 
 def listening(app: FastAPI, addresses: Iterable[str]) -> None:
