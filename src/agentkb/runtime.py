@@ -13,9 +13,8 @@ import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
-from pydantic_ai.models import create_async_httpx2_client
-
 from agentkb import logs, secrecy
+from agentkb.agents.providers import ModelClient
 from agentkb.guarded_http import guarded_httpx2_transport
 from agentkb.kb.embedders.registry import EmbedderRegistry
 from agentkb.service.container import Services, build_services
@@ -76,7 +75,7 @@ async def open_runtime(
     worker_task: asyncio.Task[None] | None = None
     scheduler_task: asyncio.Task[None] | None = None
     drain_task: asyncio.Task[None] | None = None
-    http_client = create_async_httpx2_client(transport=guarded_httpx2_transport())
+    http_client = ModelClient(guarded_httpx2_transport)  # made on the first model call
     try:
         await asyncio.to_thread(migrate.upgrade, settings.database_direct_url or url)
         # records from before secrets were encrypted; and none sealed under a key this process lacks
