@@ -41,6 +41,7 @@ from agentkb.api.ratelimit import RateLimit
 from agentkb.runtime import open_runtime
 from agentkb.service.platform import Shutdown
 from agentkb.settings import Settings
+from agentkb.storage.embedded import EmbeddedPostgres
 
 log = logging.getLogger("agentkb")
 
@@ -50,12 +51,15 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
     shutdown: Shutdown = app.state.shutdown
     door: MCPDoor = app.state.mcp
+    embedded: EmbeddedPostgres | None = app.state.embedded
+    app.state.embedded = None  # the runtime owns it now (and stops it)
     async with (
         open_runtime(
             settings,
             run_worker=settings.worker_enabled,
             run_scheduler=settings.scheduler_enabled,
             shutdown=shutdown,
+            embedded=embedded,
         ) as services,
         door.running(),
     ):
@@ -64,7 +68,9 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, *, embedded: EmbeddedPostgres | None = None) -> FastAPI:
+    """The app over `settings`. `embedded`: the embedded PostgreSQL whose start the caller began
+    (`agentkb serve` starts it while it imports this module), for the app's runtime to use and stop."""
     settings = settings or Settings()
     app = FastAPI(
         title="agentkb",
@@ -75,6 +81,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redoc_url=None,
     )
     app.state.settings = settings
+    app.state.embedded = embedded
     app.state.shutdown = Shutdown()  # begun by the server on SIGTERM (agentkb.cli.server)
     errors.install(app)
     for module in (
