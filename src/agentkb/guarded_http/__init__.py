@@ -1,8 +1,9 @@
 """HTTP clients for model servers that connect only to addresses `destinations` allows, checked when each
 connection is opened (not when the model was stored), and dialled as checked (no second lookup).
 
-- aiohttp (the embedders): `GuardedResolver`, the connector's resolver (aiohttp's `resolver=` extension
-  point). aiohttp does not resolve an IP-literal host, so the embedders check their URL too
+- aiohttp (the embedders): `resolver.GuardedResolver`, the connector's resolver (aiohttp's `resolver=`
+  extension point), in a module of its own so that aiohttp (a large import) is imported by the embedders
+  that use it only. aiohttp does not resolve an IP-literal host, so the embedders check their URL too
   (`destinations.check_url`).
 - httpx (the reranker) and httpx2 (the agents' LLM providers): a transport whose connection pool dials
   through a network backend that resolves the host with `destinations.allowed_addresses` and connects to
@@ -16,13 +17,10 @@ connection is opened (not when the model was stored), and dialled as checked (no
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import Awaitable, Callable, Iterable
 from types import ModuleType
 from typing import Any, TypeVar
 
-import aiohttp
-import aiohttp.abc
 import httpcore
 import httpcore2
 import httpx
@@ -30,30 +28,7 @@ import httpx2
 
 from agentkb.destinations import allowed_addresses
 
-__all__ = ["GuardedResolver", "dial_in_turn", "guarded_httpx2_transport", "guarded_httpx_client"]
-
-
-class GuardedResolver(aiohttp.abc.AbstractResolver):
-    """aiohttp's resolver, answering only with allowed addresses (DestinationRefused otherwise)."""
-
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[aiohttp.abc.ResolveResult]:
-        addresses = await asyncio.to_thread(allowed_addresses, host, port, "model server")
-        wanted = [a for a in addresses if family == socket.AF_UNSPEC or _family(a.version) == family]
-        return [
-            aiohttp.abc.ResolveResult(
-                hostname=host, host=str(a), port=port, family=_family(a.version), proto=0, flags=0
-            )
-            for a in wanted or addresses
-        ]
-
-    async def close(self) -> None:
-        return None
-
-
-def _family(version: int) -> socket.AddressFamily:
-    return socket.AF_INET6 if version == 6 else socket.AF_INET
+__all__ = ["dial_in_turn", "guarded_httpx2_transport", "guarded_httpx_client"]
 
 
 _Stream = TypeVar("_Stream")
