@@ -17,16 +17,18 @@ connection is opened (not when the model was stored), and dialled as checked (no
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable, Iterable
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import httpcore
 import httpcore2
-import httpx
 import httpx2
 
 from agentkb.destinations import allowed_addresses
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["dial_in_turn", "guarded_httpx2_transport", "guarded_httpx_client"]
 
@@ -87,10 +89,20 @@ def _guarded_pool(http: ModuleType, core: ModuleType, limits: Any) -> Any:
     )
 
 
-class _GuardedTransport(httpx.AsyncHTTPTransport):
-    def __init__(self, limits: httpx.Limits) -> None:
-        super().__init__(trust_env=False, limits=limits)
-        self._pool = _guarded_pool(httpx, httpcore, limits)
+@functools.cache
+def _httpx_transport() -> Callable[[httpx.Limits], httpx.AsyncHTTPTransport]:
+    """httpx's transport over the guarded pool. The class is made by the first reranker client: httpx is a
+    large import (its command-line tool's libraries come with it), which a server that reranks nothing
+    does not pay."""
+    import httpcore
+    import httpx
+
+    class GuardedTransport(httpx.AsyncHTTPTransport):
+        def __init__(self, limits: httpx.Limits) -> None:
+            super().__init__(trust_env=False, limits=limits)
+            self._pool = _guarded_pool(httpx, httpcore, limits)
+
+    return GuardedTransport
 
 
 class _GuardedTransport2(httpx2.AsyncHTTPTransport):
@@ -101,8 +113,11 @@ class _GuardedTransport2(httpx2.AsyncHTTPTransport):
 
 def guarded_httpx_client() -> httpx.AsyncClient:
     """An httpx client (httpx's default limits) whose connections go only to allowed addresses."""
+    import httpx
+
     limits = httpx.Limits(max_connections=100, max_keepalive_connections=20)
-    return httpx.AsyncClient(transport=_GuardedTransport(limits), trust_env=False)
+    transport = _httpx_transport()(limits)
+    return httpx.AsyncClient(transport=transport, trust_env=False)
 
 
 def guarded_httpx2_transport(limits: httpx2.Limits | None = None) -> httpx2.AsyncHTTPTransport:
