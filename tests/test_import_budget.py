@@ -16,7 +16,8 @@ import pytest
 from sqlalchemy.engine import make_url
 
 # imported on first use: the MCP SDK, pydantic-ai and each provider's SDK, DuckDB, the file parsers and the
-# crawler's extractor, the local embedders' engines, the API embedders' aiohttp, Alembic (migrations due)
+# crawler's extractor and its httpx, the local embedders' engines, the API embedders' aiohttp, Alembic
+# (migrations due)
 HEAVY = (
     "mcp",
     "mcp_types",
@@ -42,6 +43,9 @@ HEAVY = (
     "bm25s",
     "tiktoken",
     "aiohttp",
+    "httpx",
+    "httpcore",
+    "limits",
     "alembic",
 )
 SERVER = ("agentkb.app", "agentkb.api", "agentkb.console", "fastapi", "starlette", "uvicorn")
