@@ -45,6 +45,8 @@ HEAVY = (
     "aiohttp",
     "httpx",
     "httpcore",
+    "httpx2",
+    "httpcore2",
     "limits",
     "alembic",
 )

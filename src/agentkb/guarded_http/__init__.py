@@ -22,13 +22,11 @@ from collections.abc import Awaitable, Callable, Iterable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import httpcore2
-import httpx2
-
 from agentkb.destinations import allowed_addresses
 
 if TYPE_CHECKING:
     import httpx
+    import httpx2
 
 __all__ = ["dial_in_turn", "guarded_httpx2_transport", "guarded_httpx_client"]
 
@@ -105,10 +103,18 @@ def _httpx_transport() -> Callable[[httpx.Limits], httpx.AsyncHTTPTransport]:
     return GuardedTransport
 
 
-class _GuardedTransport2(httpx2.AsyncHTTPTransport):
-    def __init__(self, limits: httpx2.Limits) -> None:
-        super().__init__(trust_env=False, limits=limits)
-        self._pool = _guarded_pool(httpx2, httpcore2, limits)
+@functools.cache
+def _httpx2_transport() -> Callable[[httpx2.Limits], httpx2.AsyncHTTPTransport]:
+    """httpx2's transport over the guarded pool, made with the first model's client (as `_httpx_transport`)."""
+    import httpcore2
+    import httpx2
+
+    class GuardedTransport2(httpx2.AsyncHTTPTransport):
+        def __init__(self, limits: httpx2.Limits) -> None:
+            super().__init__(trust_env=False, limits=limits)
+            self._pool = _guarded_pool(httpx2, httpcore2, limits)
+
+    return GuardedTransport2
 
 
 def guarded_httpx_client() -> httpx.AsyncClient:
@@ -122,4 +128,6 @@ def guarded_httpx_client() -> httpx.AsyncClient:
 
 def guarded_httpx2_transport(limits: httpx2.Limits | None = None) -> httpx2.AsyncHTTPTransport:
     """An httpx2 transport whose connections go only to allowed addresses (for `create_async_httpx2_client`)."""
-    return _GuardedTransport2(limits or httpx2.Limits(max_connections=1000, max_keepalive_connections=100))
+    import httpx2
+
+    return _httpx2_transport()(limits or httpx2.Limits(max_connections=1000, max_keepalive_connections=100))

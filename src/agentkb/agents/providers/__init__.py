@@ -5,7 +5,6 @@
 from agentkb.agents.providers import anthropic, compatible, extractive, google, ollama, openai
 from agentkb.agents.providers.base import (
     PROVIDERS,
-    HTTPClient,
     MissingCredentials,
     ModelClient,
     ProviderContext,
@@ -17,7 +16,6 @@ from agentkb.agents.providers.direct import ask_model
 
 __all__ = [
     "PROVIDERS",
-    "HTTPClient",
     "MissingCredentials",
     "ModelClient",
     "ProviderContext",

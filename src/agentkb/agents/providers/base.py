@@ -11,16 +11,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-import httpx2
-
 from agentkb.errors import BadRequest
 
 if TYPE_CHECKING:
+    import httpx2
     from pydantic_ai.models import Model
     from pydantic_ai.settings import ModelSettings
-
-HTTPClient = httpx2.AsyncClient
-"""The shared client (pydantic-ai 2.x and the OpenAI/Anthropic SDKs use httpx2)."""
 
 
 class ModelClient:
@@ -30,9 +26,9 @@ class ModelClient:
 
     def __init__(self, transport: Callable[[], httpx2.AsyncBaseTransport]) -> None:
         self._transport = transport
-        self._client: HTTPClient | None = None
+        self._client: httpx2.AsyncClient | None = None
 
-    def client(self) -> HTTPClient:
+    def client(self) -> httpx2.AsyncClient:
         if self._client is None:
             from pydantic_ai.models import create_async_httpx2_client
 
@@ -52,7 +48,7 @@ class MissingCredentials(Exception):
 @dataclass(frozen=True, slots=True)
 class ProviderContext:
     model: dict[str, Any]
-    http_client: HTTPClient
+    http_client: httpx2.AsyncClient
     kb_names: list[str] = field(default_factory=list)
     table_names: list[str] = field(default_factory=list)
 
