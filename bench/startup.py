@@ -114,6 +114,13 @@ def main(argv: list[str]) -> None:
             "runs": rows,
             "details": details,
             "load_average_before": load_before,
+            "note": "Python's bytecode cache: "
+            + (
+                "not written (PYTHONDONTWRITEBYTECODE): modules without a .pyc from before are compiled at each start"
+                if sys.flags.dont_write_bytecode
+                else "written, so warm after the first start (as an installed package's)"
+            )
+            + f"; the run's niceness {os.nice(0)} (a negative one: a larger share of a shared machine's CPUs).",
             "load_average_after": " / ".join(f"{v:.2f}" for v in os.getloadavg()),
         },
     )
