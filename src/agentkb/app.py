@@ -34,13 +34,14 @@ from agentkb.api import (
 )
 from agentkb.api.auth import HEALTH_PATHS, Authenticate, document_security, public_paths
 from agentkb.api.hosts import TrustedHosts
-from agentkb.api.mcp import MCPDoor
+from agentkb.api.mcp_door import MCPBuilder, MCPDoor
 from agentkb.api.metrics import RequestMetrics
 from agentkb.api.middleware import RequestContext
 from agentkb.api.ratelimit import RateLimit
 from agentkb.runtime import open_runtime
 from agentkb.service.platform import Shutdown
 from agentkb.settings import Settings
+from agentkb.storage.embedded import EmbeddedPostgres
 
 log = logging.getLogger("agentkb")
 
@@ -50,12 +51,15 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
     shutdown: Shutdown = app.state.shutdown
     door: MCPDoor = app.state.mcp
+    embedded: EmbeddedPostgres | None = app.state.embedded
+    app.state.embedded = None  # the runtime owns it now (and stops it)
     async with (
         open_runtime(
             settings,
             run_worker=settings.worker_enabled,
             run_scheduler=settings.scheduler_enabled,
             shutdown=shutdown,
+            embedded=embedded,
         ) as services,
         door.running(),
     ):
@@ -64,7 +68,9 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, *, embedded: EmbeddedPostgres | None = None) -> FastAPI:
+    """The app over `settings`. `embedded`: the embedded PostgreSQL whose start the caller began
+    (`agentkb serve` starts it while it imports this module), for the app's runtime to use and stop."""
     settings = settings or Settings()
     app = FastAPI(
         title="agentkb",
@@ -75,6 +81,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redoc_url=None,
     )
     app.state.settings = settings
+    app.state.embedded = embedded
     app.state.shutdown = Shutdown()  # begun by the server on SIGTERM (agentkb.cli.server)
     errors.install(app)
     for module in (
@@ -97,7 +104,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(metrics.router)
     app.include_router(openai_compat.router)  # agents as OpenAI chat models
     app.include_router(a2a.router)  # agents over A2A (MindsDB's /a2a/)
-    app.state.mcp = MCPDoor(lambda: app.state.services)  # MCP, streamable HTTP
+    app.state.mcp = MCPDoor(lambda: app.state.services, _load_mcp)  # MCP, built on its first request
     app.router.routes.extend(app.state.mcp.routes)
     console.install(app)  # the web console at /console (not in the OpenAPI schema)
     docs.install(app)
@@ -129,6 +136,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     if settings.trusted_proxies:  # outermost: the client address and scheme everything else sees
         app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.trusted_proxies)
     return app
+
+
+def _load_mcp() -> MCPBuilder:
+    """The MCP server's module, imported on the first MCP request (the SDK is a large import)."""
+    from agentkb.api.mcp import door_apps
+
+    return door_apps
 
 
 def listening(app: FastAPI, addresses: Iterable[str]) -> None:

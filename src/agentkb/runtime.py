@@ -13,9 +13,8 @@ import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
-from pydantic_ai.models import create_async_httpx2_client
-
 from agentkb import logs, secrecy
+from agentkb.agents.providers import ModelClient
 from agentkb.guarded_http import guarded_httpx2_transport
 from agentkb.kb.embedders.registry import EmbedderRegistry
 from agentkb.service.container import Services, build_services
@@ -31,17 +30,31 @@ log = logging.getLogger("agentkb")
 
 @asynccontextmanager
 async def open_runtime(
-    settings: Settings, *, run_worker: bool, run_scheduler: bool = False, shutdown: Shutdown | None = None
+    settings: Settings,
+    *,
+    run_worker: bool,
+    run_scheduler: bool = False,
+    shutdown: Shutdown | None = None,
+    embedded: EmbeddedPostgres | None = None,
 ) -> AsyncIterator[Services]:
     """Open everything; on exit (or as soon as `shutdown` begins, for the worker and the scheduler) close it
-    in order. `run_worker`: the ingestion worker runs in this process; `run_scheduler`: the jobs' scheduler."""
+    in order. `run_worker`: the ingestion worker runs in this process; `run_scheduler`: the jobs' scheduler.
+    `embedded`: the embedded PostgreSQL, its start already begun (`EmbeddedPostgres.begin`), which this
+    runtime then waits for and stops on exit; by default the runtime starts one itself when
+    `AGENTKB_DATABASE_URL` is not set."""
     shutdown = shutdown or Shutdown()
     logs.mask_records()
-    box = await asyncio.to_thread(open_secret_box, settings)
-    embedded: EmbeddedPostgres | None = None
+    try:
+        box = await asyncio.to_thread(open_secret_box, settings)
+    except BaseException:
+        if embedded is not None:  # begun by the caller: stopped once started, as on any other failure
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(embedded.start)
+            await asyncio.to_thread(embedded.stop)
+        raise
     url = settings.database_url
     if url is None:
-        embedded = EmbeddedPostgres(settings.pg_dir)
+        embedded = embedded or EmbeddedPostgres(settings.pg_dir)
         url = await asyncio.to_thread(embedded.start)
     pooled = settings.database_transaction_pooled
     db = Database(
@@ -76,7 +89,7 @@ async def open_runtime(
     worker_task: asyncio.Task[None] | None = None
     scheduler_task: asyncio.Task[None] | None = None
     drain_task: asyncio.Task[None] | None = None
-    http_client = create_async_httpx2_client(transport=guarded_httpx2_transport())
+    http_client = ModelClient(guarded_httpx2_transport)  # made on the first model call
     try:
         await asyncio.to_thread(migrate.upgrade, settings.database_direct_url or url)
         # records from before secrets were encrypted; and none sealed under a key this process lacks

@@ -14,9 +14,10 @@ import hashlib
 import json
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic_ai import Agent
+if TYPE_CHECKING:
+    from pydantic_ai import Agent
 
 MAX_AGENTS = 256
 

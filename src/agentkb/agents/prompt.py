@@ -9,11 +9,12 @@ Messages come in MindsDB's two shapes, oldest first:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
+from typing import TYPE_CHECKING, Any
 
 from agentkb.errors import BadRequest
+
+if TYPE_CHECKING:  # pydantic-ai is imported when a run first parses its messages (a large import)
+    from pydantic_ai.messages import ModelMessage
 
 DEFAULT_PROMPT_TEMPLATE = "You are an assistant, answer using the tables connected"
 # MindsDB 25.14's default for an agent of `mode = 'retrieval'` (its DEFAULT_RAG_PROMPT_TEMPLATE, whose
@@ -78,6 +79,8 @@ def parse_messages(messages: Any) -> Conversation:
         raise BadRequest(
             "'messages' holds no question: the last message must ask something", title="Invalid messages"
         )
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
+
     history: list[ModelMessage] = []
     system: list[str] = []
     for role, text in turns[:last_user]:

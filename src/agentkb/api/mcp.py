@@ -16,18 +16,17 @@ Resources: `schema://knowledge_bases` (the list) and `schema://knowledge_bases/{
 knowledge base's description: its record, embedding model with secrets masked, document and chunk counts).
 
 Over HTTP the server is stateless (each request stands alone: any API process may answer it) and answers
-plain JSON; the SDK's session manager runs for the app's lifetime (`session_manager_running`). MindsDB's
-clients name two more paths (its MCP app, mounted at `/mcp`): `/mcp/streamable` (the same streamable HTTP
-server) and `/mcp/sse`, the SSE transport (the SDK's `SseServerTransport`: a GET holds the event stream,
-whose `endpoint` event names `/mcp/messages/?session_id=…`, where the client POSTs its messages). An SSE
-session lives in the process that holds its stream, answers only the credential that opened it, and ends
-when the server begins shutting down.
+plain JSON. The app imports and builds the server on the first MCP request (`api/mcp_door.py`); the SDK's
+session manager then runs until the app stops. MindsDB's clients name two more paths (its MCP app, mounted
+at `/mcp`): `/mcp/streamable` (the same streamable HTTP server) and `/mcp/sse`, the SSE transport (the
+SDK's `SseServerTransport`: a GET holds the event stream, whose `endpoint` event names
+`/mcp/messages/?session_id=…`, where the client POSTs its messages). An SSE session lives in the process
+that holds its stream, answers only the credential that opened it, and ends when the server begins
+shutting down.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 import anyio
@@ -37,20 +36,23 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import Field, ValidationError
-from starlette.routing import BaseRoute, Mount, Route
+from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agentkb import __version__
 from agentkb.api.knowledge_bases import search_options
+from agentkb.api.mcp_door import (
+    MCP_PATH,
+    MESSAGES_PATH,
+    SSE_PATH,
+    STREAMABLE_PATH,
+    MCPApps,
+    ServicesGetter,
+)
 from agentkb.api.schemas import FilterCondition, SearchRequest, kb_record
 from agentkb.errors import AgentKBError, NotFound
-from agentkb.service.container import Services
 from agentkb.service.types import KnowledgeBaseRow
 
-MCP_PATH = "/mcp"
-STREAMABLE_PATH = "/mcp/streamable"  # MindsDB's streamable HTTP path
-SSE_PATH = "/mcp/sse"  # MindsDB's SSE transport: the event stream (GET) ...
-MESSAGES_PATH = "/mcp/messages/"  # ... and where its client POSTs (named by the stream's `endpoint` event)
 KB_URI = "schema://knowledge_bases/{project}/{name}"
 INSTRUCTIONS = (
     "agentkb holds knowledge bases (searchable document chunks), data sources (SQL databases, uploaded "
@@ -60,8 +62,6 @@ INSTRUCTIONS = (
     "2. `list_databases`, then `query` with one read-only SELECT naming `<database>.<table>`.\n"
     "3. `list_agents`, then `ask_agent` to have an agent answer with its own tools and cite its sources."
 )
-
-ServicesGetter = Callable[[], Services]
 
 
 def _failed(exc: AgentKBError) -> ToolError:
@@ -240,42 +240,33 @@ def build_server(services: ServicesGetter) -> MCPServer[Any]:
     return server
 
 
-class MCPDoor:
-    """The server at `/mcp` of one app: its routes, and the session manager its lifespan runs."""
-
-    def __init__(self, services: ServicesGetter) -> None:
-        self.server = build_server(services)
-        # the SDK's own Host / Origin check is off: the app's TrustedHosts checks the Host of every request,
-        # `/mcp`'s included, against AGENTKB_ALLOWED_HOSTS (DNS rebinding); a cross-site page cannot send the
-        # JSON POSTs MCP takes without a CORS preflight, which only AGENTKB_CORS_ORIGINS lets through
-        security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
-        http_app = self.server.streamable_http_app(
-            streamable_http_path=MCP_PATH,
-            json_response=True,
-            stateless_http=True,
-            transport_security=security,
-        )
-        [streamable] = [r for r in http_app.routes if isinstance(r, Route) and r.path == MCP_PATH]
-        sse = self.server.sse_app(
-            sse_path=SSE_PATH, message_path=MESSAGES_PATH, transport_security=security
-        ).routes
-        # served by the app, which runs the session manager (`running`)
-        self.routes: list[BaseRoute] = [
-            *http_app.routes,
-            Route(STREAMABLE_PATH, endpoint=streamable.app),
-            *(
-                Route(r.path, endpoint=_SSESession(r.app), methods=["GET"])
-                for r in sse
-                if isinstance(r, Route) and r.path == SSE_PATH
-            ),
-            *(Mount(r.path, app=_SSESession(r.app)) for r in sse if isinstance(r, Mount)),
-        ]
-
-    @asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
-        """The SDK's session manager, for as long as the app serves (once per app)."""
-        async with self.server.session_manager.run():
-            yield
+def door_apps(services: ServicesGetter) -> MCPApps:
+    """The server over `services`, as the app's door (`api/mcp_door.py`) serves it: the streamable HTTP app
+    at `/mcp` and `/mcp/streamable`, the SSE transport's two routes, and the session manager to run."""
+    server = build_server(services)
+    # the SDK's own Host / Origin check is off: the app's TrustedHosts checks the Host of every request,
+    # `/mcp`'s included, against AGENTKB_ALLOWED_HOSTS (DNS rebinding); a cross-site page cannot send the
+    # JSON POSTs MCP takes without a CORS preflight, which only AGENTKB_CORS_ORIGINS lets through
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    http_app = server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        json_response=True,
+        stateless_http=True,
+        transport_security=security,
+    )
+    [streamable] = [r for r in http_app.routes if isinstance(r, Route) and r.path == MCP_PATH]
+    sse = server.sse_app(sse_path=SSE_PATH, message_path=MESSAGES_PATH, transport_security=security).routes
+    [stream] = [r for r in sse if isinstance(r, Route) and r.path == SSE_PATH]
+    [messages] = [r for r in sse if isinstance(r, Mount)]
+    return MCPApps(
+        apps={
+            MCP_PATH: streamable.app,
+            STREAMABLE_PATH: streamable.app,
+            SSE_PATH: _SSESession(stream.app),
+            MESSAGES_PATH: _SSESession(messages.app),
+        },
+        session_manager=server.session_manager.run,
+    )
 
 
 class _SSESession:

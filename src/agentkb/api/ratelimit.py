@@ -8,9 +8,6 @@ from __future__ import annotations
 import math
 import time
 
-from limits import RateLimitItemPerMinute
-from limits.aio.storage import MemoryStorage
-from limits.aio.strategies import MovingWindowRateLimiter
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agentkb.api.auth import HEALTH_PATHS
@@ -33,6 +30,11 @@ class RateLimit:
     def __init__(self, app: ASGIApp, per_minute: int) -> None:
         self.app = app
         self.per_minute = per_minute
+        # imported here: a server without AGENTKB_RATE_LIMIT_PER_MIN never adds this middleware
+        from limits import RateLimitItemPerMinute
+        from limits.aio.storage import MemoryStorage
+        from limits.aio.strategies import MovingWindowRateLimiter
+
         self.item = RateLimitItemPerMinute(per_minute)
         self.limiter = MovingWindowRateLimiter(MemoryStorage())
 

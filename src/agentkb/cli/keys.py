@@ -18,6 +18,7 @@ import typer
 if TYPE_CHECKING:
     from agentkb.service.container import Services
     from agentkb.settings import Settings
+    from agentkb.storage.embedded import EmbeddedPostgres
 
 T = TypeVar("T")
 
@@ -36,9 +37,15 @@ def settings_for(data_dir: Path | None) -> Settings:
     return Settings(**overrides)
 
 
-def with_services(settings: Settings | Path | None, work: Callable[[Services], Awaitable[T]]) -> T:
+def with_services(
+    settings: Settings | Path | None,
+    work: Callable[[Services], Awaitable[T]],
+    *,
+    embedded: EmbeddedPostgres | None = None,
+) -> T:
     """Run `work` with the services of the database `agentkb serve` uses (migrated first), then close it.
-    `settings` may be a data directory (or None: the configured one)."""
+    `settings` may be a data directory (or None: the configured one); `embedded`, an embedded PostgreSQL
+    whose start was begun, to use (and stop) rather than starting one."""
     from agentkb.errors import AgentKBError
     from agentkb.runtime import open_runtime
     from agentkb.settings import Settings
@@ -46,7 +53,7 @@ def with_services(settings: Settings | Path | None, work: Callable[[Services], A
     resolved = settings if isinstance(settings, Settings) else settings_for(settings)
 
     async def run() -> T:
-        async with open_runtime(resolved, run_worker=False) as services:
+        async with open_runtime(resolved, run_worker=False, embedded=embedded) as services:
             return await work(services)
 
     try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -16,6 +16,9 @@ from agentkb.cli.keys import keys, with_services
 from agentkb.cli.mcp import mcp
 from agentkb.cli.secret_key import rotate_secret
 from agentkb.cli.transfer import export, import_
+
+if TYPE_CHECKING:
+    from agentkb.storage.embedded import EmbeddedPostgres
 
 app = typer.Typer(help="agentkb: AI agents over knowledge bases and SQL data.", no_args_is_help=True)
 
@@ -49,10 +52,9 @@ def serve(
     """Start the HTTP service. On a non-loopback --host it needs authentication (AGENTKB_USERNAME and
     AGENTKB_PASSWORD, or an API key from `agentkb keys create`) unless --allow-no-auth is given.
     SIGTERM/SIGINT stops it within AGENTKB_SHUTDOWN_GRACE_S; a second one at once."""
-    from agentkb.app import create_app
-    from agentkb.cli.server import serve as run_server
     from agentkb.logs import configure
     from agentkb.settings import Settings
+    from agentkb.storage.embedded import EmbeddedPostgres
 
     overrides: dict[str, Any] = {
         k: v for k, v in {"host": host, "port": port, "data_dir": data_dir}.items() if v is not None
@@ -61,29 +63,43 @@ def serve(
         overrides["allow_no_auth"] = True
     settings = Settings(**overrides)
     configure(settings.log_level, settings.log_format)
-    _refuse_exposed_without_auth(settings)
+    embedded = None
+    if workers == 1 and settings.database_url is None:
+        # the embedded PostgreSQL starts in a thread while the app's modules import
+        embedded = EmbeddedPostgres(settings.pg_dir)
+        embedded.begin()
+    if _refuse_exposed_without_auth(settings, embedded):
+        embedded = None  # the check's runtime used it and stopped it
     if workers > 1:
         from agentkb.cli.supervisor import serve_workers
 
         serve_workers(settings, overrides, workers)
         return
+    from agentkb.app import create_app
+    from agentkb.cli.server import serve as run_server
+
     run_server(
-        create_app(settings), host=settings.host, port=settings.port, grace_s=settings.shutdown_grace_s
+        create_app(settings, embedded=embedded),
+        host=settings.host,
+        port=settings.port,
+        grace_s=settings.shutdown_grace_s,
     )
 
 
-def _refuse_exposed_without_auth(settings: Any) -> None:
+def _refuse_exposed_without_auth(settings: Any, embedded: EmbeddedPostgres | None = None) -> bool:
     """Exit (status 2) instead of serving the API open to the network: a non-loopback host needs a login
     or an API key, unless --allow-no-auth. (A server started otherwise, say by uvicorn itself, still
-    refuses every request without a credential on such a host.)"""
+    refuses every request without a credential on such a host.) True when the check opened the services,
+    on `embedded` (whose start was begun) if given, which it then stopped."""
     from agentkb.service.platform import is_loopback
 
     if settings.allow_no_auth or is_loopback(settings.host) or settings.username is not None:
-        return
-    problem = with_services(settings, lambda services: services.auth.exposure_problem())
+        return False
+    problem = with_services(settings, lambda services: services.auth.exposure_problem(), embedded=embedded)
     if problem is not None:
         typer.echo(f"error: {problem}", err=True)
         raise typer.Exit(2)
+    return True
 
 
 @app.command()

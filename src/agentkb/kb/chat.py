@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import orjson
 
 from agentkb.credentials import openai_env_key
 from agentkb.kb.apis import aws, azure, gemini, names, snowflake
+
+if TYPE_CHECKING:
+    import httpx
 
 FIELD = "reranking_model"
 # providers that speak Chat Completions, whose answers can carry log-probabilities
@@ -134,6 +136,8 @@ async def complete(
 ) -> ChatAnswer:
     """`model`'s answer to `messages` (httpx errors, HTTP errors as `httpx.HTTPStatusError`, and a
     malformed answer as KeyError / IndexError / TypeError / ValueError, for the caller to report)."""
+    import httpx  # the client's own library, imported by whoever made `client`
+
     sent = request(model, messages, extra)
     response = await client.post(
         httpx.URL(sent.url), content=sent.body, headers=sent.headers, timeout=timeout

@@ -31,14 +31,15 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from agentkb.errors import BadRequest, UpstreamError
 from agentkb.kb import chat
 from agentkb.kb.apis import names
 from agentkb.kb.search import Hit
+
+if TYPE_CHECKING:
+    import httpx
 
 DEFAULT_THRESHOLD = 0.5
 MAX_PASSAGE_CHARS = 1500
@@ -191,6 +192,8 @@ async def rerank(
     threshold: float | None,
     limit: int,
 ) -> list[Hit]:
+    import httpx  # the client's own library, imported by whoever made `client`
+
     if not hits:
         return hits
     check_model(model)

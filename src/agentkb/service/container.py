@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import httpx2
-
+from agentkb.agents.providers import ModelClient
 from agentkb.destinations import DataSourcePolicy, own_servers
 from agentkb.ingest.crawl.source import UrlSource
 from agentkb.ingest.files.bounds import ParseLimits
@@ -97,7 +96,7 @@ def build_services(
     settings: Settings,
     db: Database,
     embedders: EmbedderRegistry,
-    http_client: httpx2.AsyncClient,
+    http_client: ModelClient,
     shutdown: Shutdown | None = None,
     *,
     box: SecretBox | None = None,

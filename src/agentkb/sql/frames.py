@@ -16,15 +16,17 @@ import json
 import uuid
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
 import numpy as np
 import sqlglot
 from sqlglot.errors import SqlglotError
 
 from agentkb.errors import BadRequest
 from agentkb.sql import sandbox
+
+if TYPE_CHECKING:
+    import duckdb
 
 INT64 = (-(2**63), 2**63 - 1)
 
@@ -150,6 +152,8 @@ def query(
     tables: Mapping[str, Frame], sql: str, wheres: Mapping[str, tuple[str, str]] | None = None
 ) -> Frame:
     """Run the DuckDB `sql` over `tables` (each filtered by its entry in `wheres`)."""
+    import duckdb  # imported by the first query, as sandbox.duckdb_connect does (a large import)
+
     sandbox.check_duckdb(sql, tables)
     con = sandbox.duckdb_connect()
     try:

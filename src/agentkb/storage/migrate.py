@@ -1,30 +1,53 @@
-"""Bring the schema to the newest migration. Safe to run from several processes at once."""
+"""Bring the schema to the newest migration. Safe to run from several processes at once.
+
+A database already at the head revisions is recognised with one query (its `alembic_version` against the
+heads read from the migration scripts' `revision` / `down_revision` lines), and Alembic (a large import,
+which also loads every script) runs only when there is something to apply."""
 
 from __future__ import annotations
 
+import ast
+import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
-from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, text
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.exc import DBAPIError
 
 from agentkb.storage.db import to_async_url
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+    from sqlalchemy import Connection
+    from sqlalchemy.ext.asyncio import AsyncConnection
+
 MIGRATIONS = Path(__file__).parent / "migrations"
 _LOCK_KEY = 0x61676B62  # "agkb": serialises concurrent start-ups on one database
+# a script's identifiers, as Alembic's template writes them: `revision = "0021_..."`, `down_revision = ...`
+_IDENTIFIER = re.compile(r"^(revision|down_revision)\s*(?::[^=]*)?=\s*(.+)$", re.MULTILINE)
 
 
 def _config() -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     return config
 
 
 def head_revisions() -> frozenset[str]:
-    """The revisions this code's schema is at once every migration is applied."""
-    return frozenset(ScriptDirectory.from_config(_config()).get_heads())
+    """The revisions this code's schema is at once every migration is applied: the scripts' revisions no
+    other script revises (what Alembic's `ScriptDirectory.get_heads` answers, without importing it)."""
+    revisions: set[str] = set()
+    revised: set[str] = set()
+    for path in (MIGRATIONS / "versions").glob("*.py"):
+        fields = {name: ast.literal_eval(value) for name, value in _IDENTIFIER.findall(path.read_text())}
+        if "revision" not in fields:  # the package's __init__.py
+            continue
+        revisions.add(str(fields["revision"]))
+        down = fields.get("down_revision")
+        revised.update([down] if isinstance(down, str) else down or ())
+    return frozenset(revisions - revised)
 
 
 async def applied_revisions(conn: AsyncConnection) -> frozenset[str]:
@@ -36,9 +59,23 @@ async def applied_revisions(conn: AsyncConnection) -> frozenset[str]:
     return frozenset(str(r[0]) for r in rows)
 
 
+def _current(conn: Connection) -> bool:
+    """Whether the database is at the head revisions: one query (none yet, no `alembic_version`: False)."""
+    try:
+        rows = conn.execute(text("SELECT version_num FROM alembic_version")).scalars()
+        return frozenset(str(r) for r in rows) == head_revisions()
+    except DBAPIError:
+        return False
+
+
 def upgrade(url: str) -> None:
     engine = create_engine(to_async_url(url))
     try:
+        with engine.connect() as conn:
+            if _current(conn):
+                return
+        from alembic import command
+
         with engine.begin() as conn:
             conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _LOCK_KEY})
             config = _config()

@@ -5,20 +5,22 @@
 from agentkb.agents.providers import anthropic, compatible, extractive, google, ollama, openai
 from agentkb.agents.providers.base import (
     PROVIDERS,
-    HTTPClient,
     MissingCredentials,
+    ModelClient,
     ProviderContext,
     build_model,
     model_settings,
     provider_name,
 )
+from agentkb.agents.providers.direct import ask_model
 
 __all__ = [
     "PROVIDERS",
-    "HTTPClient",
     "MissingCredentials",
+    "ModelClient",
     "ProviderContext",
     "anthropic",
+    "ask_model",
     "build_model",
     "compatible",
     "extractive",

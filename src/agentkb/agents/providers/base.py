@@ -9,17 +9,36 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-import httpx2
-from pydantic_ai.models import Model
-from pydantic_ai.settings import ModelSettings
-
-from agentkb.agents.providers.metered import MeteredModel
 from agentkb.errors import BadRequest
 
-HTTPClient = httpx2.AsyncClient
-"""The shared client (pydantic-ai 2.x and the OpenAI/Anthropic SDKs use httpx2)."""
+if TYPE_CHECKING:
+    import httpx2
+    from pydantic_ai.models import Model
+    from pydantic_ai.settings import ModelSettings
+
+
+class ModelClient:
+    """The one HTTP client of the LLM providers, made when a model is first built (pydantic-ai's defaults:
+    timeouts, pool limits, user agent) over `transport()`: pydantic-ai is a large import, which a process
+    that never calls a model does not pay. Its owner (the runtime) closes it."""
+
+    def __init__(self, transport: Callable[[], httpx2.AsyncBaseTransport]) -> None:
+        self._transport = transport
+        self._client: httpx2.AsyncClient | None = None
+
+    def client(self) -> httpx2.AsyncClient:
+        if self._client is None:
+            from pydantic_ai.models import create_async_httpx2_client
+
+            self._client = create_async_httpx2_client(transport=self._transport())
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
 
 
 class MissingCredentials(Exception):
@@ -29,7 +48,7 @@ class MissingCredentials(Exception):
 @dataclass(frozen=True, slots=True)
 class ProviderContext:
     model: dict[str, Any]
-    http_client: HTTPClient
+    http_client: httpx2.AsyncClient
     kb_names: list[str] = field(default_factory=list)
     table_names: list[str] = field(default_factory=list)
 
@@ -58,7 +77,7 @@ class ProviderContext:
         return self.api_key
 
 
-ModelFactory = Callable[[ProviderContext], Model]
+ModelFactory = Callable[[ProviderContext], "Model"]
 
 PROVIDERS: dict[str, ModelFactory] = {}
 
@@ -84,6 +103,8 @@ def provider_name(model: dict[str, Any]) -> str:
 
 def build_model(context: ProviderContext) -> Model:
     """The provider's model, its requests timed and counted by provider (agentkb.metrics)."""
+    from agentkb.agents.providers.metered import MeteredModel  # pydantic-ai: imported on first use
+
     name = provider_name(context.model)
     return MeteredModel(PROVIDERS[name](context), name)
 
@@ -104,4 +125,4 @@ def model_settings(model: dict[str, Any]) -> ModelSettings:
         value = model.get(key)
         if isinstance(value, int) and not isinstance(value, bool):
             settings[key] = value
-    return cast(ModelSettings, settings)
+    return cast("ModelSettings", settings)

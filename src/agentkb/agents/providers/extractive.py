@@ -16,21 +16,15 @@ import ast
 import csv
 import io
 from dataclasses import dataclass
-
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelRequest,
-    ModelResponse,
-    TextPart,
-    ToolCallPart,
-    ToolReturnPart,
-    UserPromptPart,
-)
-from pydantic_ai.models import Model
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from typing import TYPE_CHECKING
 
 from agentkb.agents.providers import sentences
 from agentkb.agents.providers.base import ProviderContext, register
+
+if TYPE_CHECKING:  # pydantic-ai is imported when the first model is built (a large import)
+    from pydantic_ai.messages import ModelMessage, ModelResponse, ToolReturnPart
+    from pydantic_ai.models import Model
+    from pydantic_ai.models.function import AgentInfo
 
 QUOTED = "quoted"  # the key of the answer's `provider_details` that lists the quoted chunks
 ROWS_SOURCE = "TextChunkingPreprocessor"  # the `_source` of rows and query results: cite the chunk instead
@@ -54,6 +48,8 @@ def kb_query(kb: str, question: str, limit: int = PER_KB_LIMIT) -> str:
 
 def _question(messages: list[ModelMessage]) -> tuple[str, list[ToolReturnPart]]:
     """The current question and the tool results of this run (those after the last user prompt)."""
+    from pydantic_ai.messages import ModelRequest, ToolReturnPart, UserPromptPart
+
     question = ""
     returns: list[ToolReturnPart] = []
     for message in messages:
@@ -130,6 +126,8 @@ def compose_answer(
 
 
 def _plan(context: ProviderContext, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+
     available = {tool.name for tool in info.function_tools}
     question, returns = _question(messages)
     called = [part.tool_name for part in returns]
@@ -156,6 +154,8 @@ def _plan(context: ProviderContext, messages: list[ModelMessage], info: AgentInf
 
 @register("extractive")
 def extractive_model(context: ProviderContext) -> Model:
+    from pydantic_ai.models.function import FunctionModel
+
     async def plan(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:  # async: no thread hop
         return _plan(context, messages, info)
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 import gzip
 import zlib
 
-from lxml import etree
-
 
 def media_type(value: str | None) -> tuple[str, str | None]:
     if not value:
@@ -40,6 +38,8 @@ def gunzip(data: bytes, limit: int) -> bytes:
 
 
 def parse_sitemap(body: bytes) -> tuple[str, list[str]]:
+    from lxml import etree  # imported by the first sitemap read (a large import)
+
     parser = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False, recover=True)
     try:
         root = etree.fromstring(body, parser=parser)

@@ -11,12 +11,12 @@ import logging
 import re
 from dataclasses import dataclass, field
 from importlib.util import find_spec
-
-import lxml.html
-import trafilatura
-from lxml import etree
+from typing import TYPE_CHECKING
 
 from agentkb.ingest.crawl.urls import canonical_url
+
+if TYPE_CHECKING:  # trafilatura and lxml are imported by the first extraction (large imports)
+    import lxml.html
 
 __all__ = ["Extracted", "extract_html", "extract_pdf", "extract_plain", "pdf_supported"]
 
@@ -80,6 +80,10 @@ def _clean(text: str) -> str:
 
 def extract_html(data: bytes, url: str, header_charset: str | None, max_links: int) -> Extracted:
     """Main text (trafilatura, falling back to the body's text), title, links and rel=canonical of a page."""
+    import lxml.html
+    import trafilatura
+    from lxml import etree
+
     markup = _XML_DECLARATION.sub("", decode_text(data, header_charset, sniff_meta=True), count=1)
     try:
         tree = lxml.html.document_fromstring(markup)

@@ -14,27 +14,21 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import aclosing
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpcore
-
+from agentkb.destinations import Resolver
 from agentkb.errors import BadRequest
-from agentkb.ingest.crawl.crawler import (
-    MAX_SEEN_URLS,
-    CrawlOptions,
-    Page,
-    Resolver,
-    Skipped,
-    Validators,
-    check_target,
-    crawl,
-    page_cap,
-)
-from agentkb.ingest.crawl.fetch import Known
+from agentkb.ingest.crawl.types import CrawlOptions, Page, Skipped, Validators
+from agentkb.ingest.crawl.urls import check_target
 from agentkb.ingest.request import InsertInput, Progress, SourceRun
 from agentkb.kb.documents import Document
 from agentkb.patterns import compile_regex
 from agentkb.storage import chunks, crawl_state
+
+if TYPE_CHECKING:  # the crawler (httpx, httpcore) is imported by the first crawl
+    import httpcore
+
+    from agentkb.ingest.crawl.fetch import Known
 
 PAGE_BATCH = 32
 DEFAULT_DEPTH = 1
@@ -183,6 +177,8 @@ class UrlSource:
         earlier crawl of this insert fetched is left out)."""
         batch: list[Document] = []
         pages = items = 0
+        from agentkb.ingest.crawl.crawler import crawl
+
         stream = crawl(options, lookup, resolver=self.resolver, network=self.network)
         async with aclosing(stream):  # closes the crawl (its client, its tasks) if this insert stops early
             async for item in stream:
@@ -249,6 +245,8 @@ class Reach:
 
     def ended(self, options: CrawlOptions, pages: int, items: int) -> None:
         """One crawl ended, having yielded `pages` pages and `items` pages and skipped URLs."""
+        from agentkb.ingest.crawl.crawler import MAX_SEEN_URLS, page_cap
+
         if pages >= page_cap(options) or items >= MAX_SEEN_URLS:
             self.complete = False
 

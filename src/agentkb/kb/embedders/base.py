@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 import numpy as np
 import numpy.typing as npt
@@ -59,6 +59,7 @@ class Embedder(ABC):
     serves one embedding configuration (see `registry`), so a repeated query skips the model call."""
 
     name: str
+    uses_http: ClassVar[bool] = False  # given the registry's shared HTTP session (`http_client`)
 
     def __init__(self, name: str) -> None:
         self.name = name

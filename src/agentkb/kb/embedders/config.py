@@ -17,7 +17,7 @@ GEMINI = names.GEMINI
 BEDROCK = names.BEDROCK
 SNOWFLAKE = names.SNOWFLAKE
 OLLAMA_BASE_URL = names.OLLAMA_BASE_URL
-# provider → the kind of embedder (`registry.EMBEDDER_KINDS`); MindsDB's names and a few more for local
+# provider → the kind of embedder (`registry.embedder_kind`); MindsDB's names and a few more for local
 _ALIASES = {
     "local": LOCAL,
     "sentence_transformers": LOCAL,

@@ -22,7 +22,7 @@ import math
 from abc import abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import aiohttp
 import aiohttp.helpers
@@ -31,7 +31,7 @@ import orjson
 import yarl
 
 from agentkb.errors import BadRequest, UpstreamError
-from agentkb.guarded_http import GuardedResolver
+from agentkb.guarded_http.resolver import GuardedResolver
 from agentkb.kb.embedders.base import Embedder, Vectors, l2_normalize, positive_int
 
 log = logging.getLogger("agentkb.embedders")
@@ -173,6 +173,8 @@ def options(config: Mapping[str, Any], batch_size: int = DEFAULT_BATCH_SIZE) -> 
 class APIEmbedder(Embedder):
     """An embeddings API called in batches with retries (see the module's docstring). `where` names the
     server in messages."""
+
+    uses_http: ClassVar[bool] = True
 
     def __init__(
         self,

@@ -3,27 +3,47 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from agentkb.kb.embedders import config as embedding_config
 from agentkb.kb.embedders.base import QUERY_CACHE_SIZE, Embedder
-from agentkb.kb.embedders.bedrock import BedrockEmbedder
-from agentkb.kb.embedders.gemini import GeminiEmbedder
-from agentkb.kb.embedders.http import HTTPSession
-from agentkb.kb.embedders.local import LocalEmbedder
-from agentkb.kb.embedders.openai import AzureOpenAIEmbedder, OpenAIEmbedder
-from agentkb.kb.embedders.snowflake import SnowflakeEmbedder
 
-EMBEDDER_KINDS: dict[str, type[Embedder]] = {
-    embedding_config.LOCAL: LocalEmbedder,
-    embedding_config.OPENAI: OpenAIEmbedder,
-    embedding_config.AZURE: AzureOpenAIEmbedder,
-    embedding_config.GEMINI: GeminiEmbedder,
-    embedding_config.BEDROCK: BedrockEmbedder,
-    embedding_config.SNOWFLAKE: SnowflakeEmbedder,
-}
+if TYPE_CHECKING:
+    from agentkb.kb.embedders.http import HTTPSession
+
+
+def embedder_kind(kind: str) -> type[Embedder]:
+    """The class of one kind of embedder, its module imported when the first embedder of that kind is
+    built (the API embedders bring aiohttp, a large import; a server may use none of them)."""
+    if kind == embedding_config.LOCAL:
+        from agentkb.kb.embedders.local import LocalEmbedder
+
+        return LocalEmbedder
+    if kind == embedding_config.OPENAI:
+        from agentkb.kb.embedders.openai import OpenAIEmbedder
+
+        return OpenAIEmbedder
+    if kind == embedding_config.AZURE:
+        from agentkb.kb.embedders.openai import AzureOpenAIEmbedder
+
+        return AzureOpenAIEmbedder
+    if kind == embedding_config.GEMINI:
+        from agentkb.kb.embedders.gemini import GeminiEmbedder
+
+        return GeminiEmbedder
+    if kind == embedding_config.BEDROCK:
+        from agentkb.kb.embedders.bedrock import BedrockEmbedder
+
+        return BedrockEmbedder
+    if kind == embedding_config.SNOWFLAKE:
+        from agentkb.kb.embedders.snowflake import SnowflakeEmbedder
+
+        return SnowflakeEmbedder
+    raise KeyError(kind)
+
+
 # what a configuration's embedder does not depend on (`ollama` and `openai` are the same client)
 _NOT_KEYED = ("provider", "use_default_llm")
 CacheKey = tuple[str, bytes]
@@ -46,7 +66,7 @@ class EmbedderRegistry:
         *,
         query_cache_size: int = QUERY_CACHE_SIZE,
     ) -> None:
-        self.kinds: dict[str, type[Embedder]] = dict(EMBEDDER_KINDS if kinds is None else kinds)
+        self.kinds: dict[str, type[Embedder]] | None = None if kinds is None else dict(kinds)
         self.query_cache_size = query_cache_size
         self._embedders: dict[CacheKey, Embedder] = {}
         self._owns_client = http_client is None
@@ -56,6 +76,8 @@ class EmbedderRegistry:
     def http_client(self) -> HTTPSession:
         """The shared client (its session opens on first use)."""
         if self._http_client is None:
+            from agentkb.kb.embedders.http import HTTPSession
+
             self._http_client = HTTPSession()
         return self._http_client
 
@@ -69,8 +91,9 @@ class EmbedderRegistry:
         key = cache_key(config)
         embedder = self._embedders.get(key)
         if embedder is None:
-            cls = self.kinds[key[0]]
-            embedder = cls.from_config(config, http_client=self.http_client)
+            cls = embedder_kind(key[0]) if self.kinds is None else self.kinds[key[0]]
+            shared = {"http_client": self.http_client} if cls.uses_http else {}
+            embedder = cls.from_config(config, **shared)
             embedder.query_cache_size = self.query_cache_size
             self._embedders[key] = embedder
         return embedder

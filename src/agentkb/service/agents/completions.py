@@ -17,13 +17,11 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-import httpx2
-
 from agentkb.agents.agent_cache import AgentCache
 from agentkb.agents.events import End, Error, Event, Output
 from agentkb.agents.prompt import RETRIEVAL_PROMPT_TEMPLATE, parse_messages
-from agentkb.agents.providers import provider_name
-from agentkb.agents.run import run_agent
+from agentkb.agents.providers import ModelClient, provider_name
+from agentkb.agents.start import run_agent
 from agentkb.agents.tools import AgentTools
 from agentkb.agents.trace import RunTrace, public_model
 from agentkb.credentials import llm_config
@@ -94,7 +92,7 @@ class CompletionService:
         data_sources: DataSourceService,
         kb_service: KnowledgeBaseService,
         settings: Settings,
-        http_client: httpx2.AsyncClient,
+        http_client: ModelClient,
         *,
         files: FileService | None = None,
     ) -> None:
@@ -232,7 +230,7 @@ class CompletionService:
             self._tools(agent, project_name),
             timeout_s=timeout_s,
             max_steps=max_steps,
-            http_client=self.http_client,
+            http_client=self.http_client.client(),
             trace=trace,
             columns=columns,
             agents=self.agent_cache,

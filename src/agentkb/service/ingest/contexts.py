@@ -15,11 +15,14 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-import httpx2
-from pydantic_ai.direct import model_request
-from pydantic_ai.messages import ModelRequest, UserPromptPart
-
-from agentkb.agents.providers import MissingCredentials, ProviderContext, build_model, model_settings
+from agentkb.agents.providers import (
+    MissingCredentials,
+    ModelClient,
+    ProviderContext,
+    ask_model,
+    build_model,
+    model_settings,
+)
 from agentkb.credentials import llm_config
 from agentkb.errors import BadRequest, UpstreamError
 from agentkb.kb import contextual
@@ -68,7 +71,7 @@ class KBContexts:
         kb_id: int,
         options: ContextualOptions,
         model: dict[str, Any],
-        http: httpx2.AsyncClient,
+        http: ModelClient,
     ) -> None:
         self.db = db
         self.kb_id = kb_id
@@ -76,7 +79,7 @@ class KBContexts:
         self.model = model
         self.model_id = contextual.model_identity(model)
         try:
-            self.llm = build_model(ProviderContext(model=model, http_client=http))
+            self.llm = build_model(ProviderContext(model=model, http_client=http.client()))
         except MissingCredentials as exc:
             raise BadRequest(f"{exc} ('{WHERE}')", title="No LLM") from exc
         self.settings = model_settings(model)
@@ -109,13 +112,11 @@ class KBContexts:
             chunk.content_hash = content_hash(chunk.content)
 
     async def _ask(self, doc: Document, chunk: Chunk) -> str:
-        request = ModelRequest(
-            parts=[UserPromptPart(contextual.prompt(self.options, doc.content, chunk.content))]
-        )
+        prompt = contextual.prompt(self.options, doc.content, chunk.content)
         async with self.gate:
             self.asked += 1
             try:
-                response = await model_request(self.llm, [request], model_settings=self.settings)
+                answer = await ask_model(self.llm, prompt, self.settings)
             except Exception as exc:  # the providers raise many kinds of errors
                 raise UpstreamError(
                     mask_text(
@@ -125,13 +126,13 @@ class KBContexts:
                     ),
                     title="LLM error",
                 ) from exc
-        return (response.text or "").strip()
+        return answer.strip()
 
 
 class ChunkContextService:
     """Builds each contextual insert's `KBContexts`: the model resolved over the server's default."""
 
-    def __init__(self, db: Database, default_model: Mapping[str, Any], http: httpx2.AsyncClient) -> None:
+    def __init__(self, db: Database, default_model: Mapping[str, Any], http: ModelClient) -> None:
         self.db = db
         self.default_model = dict(default_model)
         self.http = http

@@ -24,8 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import httpx2
-
+from agentkb.agents.providers import ModelClient
 from agentkb.errors import BadRequest, NotFound
 from agentkb.kb import evaluate as metrics
 from agentkb.kb import rerank
@@ -151,7 +150,7 @@ class EvaluateService:
         db: Database,
         search: SearchService,
         default_model: dict[str, Any],
-        http_client: httpx2.AsyncClient,
+        http_client: ModelClient,
         tables: Tables,
     ) -> None:
         self.db = db

@@ -8,9 +8,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import numpy as np
 from psycopg.errors import UndefinedTable
 from sqlalchemy.exc import ProgrammingError
@@ -43,6 +42,9 @@ from agentkb.storage.db import Database
 from agentkb.storage.knowledge_bases import KnowledgeBaseRow
 from agentkb.storage.read_routing import ReadRouter
 from agentkb.validation import check_storable
+
+if TYPE_CHECKING:
+    import httpx
 
 # BM25 over an index of up to this many chunks ranks inline, on the event loop: it is quick enough there (its
 # top k taken among the scoring chunks only: kb.lexical) that a hand-off to a thread costs concurrent searches

@@ -8,11 +8,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import httpx2
-from pydantic_ai.direct import model_request
-from pydantic_ai.messages import ModelRequest, SystemPromptPart, UserPromptPart
-
-from agentkb.agents.providers import MissingCredentials, ProviderContext, build_model, model_settings
+from agentkb.agents.providers import (
+    MissingCredentials,
+    ModelClient,
+    ProviderContext,
+    ask_model,
+    build_model,
+    model_settings,
+)
 from agentkb.errors import BadRequest, UpstreamError
 from agentkb.kb import evaluate as metrics
 from agentkb.secrecy import mask_text, secret_values
@@ -25,7 +28,7 @@ def is_extractive(llm: dict[str, Any]) -> bool:
     return llm.get("provider") == EXTRACTIVE
 
 
-def llm_model(llm: dict[str, Any], purpose: str, http_client: httpx2.AsyncClient) -> Any:
+def llm_model(llm: dict[str, Any], purpose: str, http_client: ModelClient) -> Any:
     """The pydantic-ai model of `llm`; 400 for the keyless `extractive` model (it cannot `purpose`) or
     missing credentials."""
     if is_extractive(llm):
@@ -36,28 +39,24 @@ def llm_model(llm: dict[str, Any], purpose: str, http_client: httpx2.AsyncClient
             title="No LLM",
         )
     try:
-        return build_model(ProviderContext(model=llm, http_client=http_client))
+        return build_model(ProviderContext(model=llm, http_client=http_client.client()))
     except MissingCredentials as exc:
         raise BadRequest(str(exc), title="No LLM") from exc
 
 
 async def _llm_pairs(
-    texts: list[str], llm: dict[str, Any], http_client: httpx2.AsyncClient
+    texts: list[str], llm: dict[str, Any], http_client: ModelClient
 ) -> list[tuple[str, str] | ValueError]:
     model = llm_model(llm, "generate test data", http_client)
     settings = model_settings(llm)
     gate = asyncio.Semaphore(GENERATION_CONCURRENCY)
 
     async def ask(text: str) -> tuple[str, str] | ValueError:
-        request = ModelRequest(
-            parts=[
-                SystemPromptPart(metrics.GENERATE_QA_SYSTEM_PROMPT),
-                UserPromptPart(metrics.qa_user_message(text)),
-            ]
-        )
         async with gate:
             try:
-                response = await model_request(model, [request], model_settings=settings)
+                answer = await ask_model(
+                    model, metrics.qa_user_message(text), settings, system=metrics.GENERATE_QA_SYSTEM_PROMPT
+                )
             except Exception as exc:  # the providers raise many kinds of errors
                 raise UpstreamError(
                     mask_text(
@@ -68,7 +67,7 @@ async def _llm_pairs(
                     title="LLM error",
                 ) from exc
         try:
-            return metrics.parse_question_answer(response.text or "")
+            return metrics.parse_question_answer(answer)
         except ValueError as exc:
             return exc
 
@@ -76,7 +75,7 @@ async def _llm_pairs(
 
 
 async def generate(
-    sample: list[dict[str, Any]], llm: dict[str, Any], version: str, http_client: httpx2.AsyncClient
+    sample: list[dict[str, Any]], llm: dict[str, Any], version: str, http_client: ModelClient
 ) -> list[dict[str, Any]]:
     """The test rows (MindsDB's columns: text, question, answer, doc_id; `id` for `llm_relevancy`) for the
     sampled rows (`chunk_content`, `id`)."""

@@ -1,8 +1,9 @@
 """HTTP clients for model servers that connect only to addresses `destinations` allows, checked when each
 connection is opened (not when the model was stored), and dialled as checked (no second lookup).
 
-- aiohttp (the embedders): `GuardedResolver`, the connector's resolver (aiohttp's `resolver=` extension
-  point). aiohttp does not resolve an IP-literal host, so the embedders check their URL too
+- aiohttp (the embedders): `resolver.GuardedResolver`, the connector's resolver (aiohttp's `resolver=`
+  extension point), in a module of its own so that aiohttp (a large import) is imported by the embedders
+  that use it only. aiohttp does not resolve an IP-literal host, so the embedders check their URL too
   (`destinations.check_url`).
 - httpx (the reranker) and httpx2 (the agents' LLM providers): a transport whose connection pool dials
   through a network backend that resolves the host with `destinations.allowed_addresses` and connects to
@@ -16,44 +17,18 @@ connection is opened (not when the model was stored), and dialled as checked (no
 from __future__ import annotations
 
 import asyncio
-import socket
+import functools
 from collections.abc import Awaitable, Callable, Iterable
 from types import ModuleType
-from typing import Any, TypeVar
-
-import aiohttp
-import aiohttp.abc
-import httpcore
-import httpcore2
-import httpx
-import httpx2
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentkb.destinations import allowed_addresses
 
-__all__ = ["GuardedResolver", "dial_in_turn", "guarded_httpx2_transport", "guarded_httpx_client"]
+if TYPE_CHECKING:
+    import httpx
+    import httpx2
 
-
-class GuardedResolver(aiohttp.abc.AbstractResolver):
-    """aiohttp's resolver, answering only with allowed addresses (DestinationRefused otherwise)."""
-
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[aiohttp.abc.ResolveResult]:
-        addresses = await asyncio.to_thread(allowed_addresses, host, port, "model server")
-        wanted = [a for a in addresses if family == socket.AF_UNSPEC or _family(a.version) == family]
-        return [
-            aiohttp.abc.ResolveResult(
-                hostname=host, host=str(a), port=port, family=_family(a.version), proto=0, flags=0
-            )
-            for a in wanted or addresses
-        ]
-
-    async def close(self) -> None:
-        return None
-
-
-def _family(version: int) -> socket.AddressFamily:
-    return socket.AF_INET6 if version == 6 else socket.AF_INET
+__all__ = ["dial_in_turn", "guarded_httpx2_transport", "guarded_httpx_client"]
 
 
 _Stream = TypeVar("_Stream")
@@ -112,24 +87,47 @@ def _guarded_pool(http: ModuleType, core: ModuleType, limits: Any) -> Any:
     )
 
 
-class _GuardedTransport(httpx.AsyncHTTPTransport):
-    def __init__(self, limits: httpx.Limits) -> None:
-        super().__init__(trust_env=False, limits=limits)
-        self._pool = _guarded_pool(httpx, httpcore, limits)
+@functools.cache
+def _httpx_transport() -> Callable[[httpx.Limits], httpx.AsyncHTTPTransport]:
+    """httpx's transport over the guarded pool. The class is made by the first reranker client: httpx is a
+    large import (its command-line tool's libraries come with it), which a server that reranks nothing
+    does not pay."""
+    import httpcore
+    import httpx
+
+    class GuardedTransport(httpx.AsyncHTTPTransport):
+        def __init__(self, limits: httpx.Limits) -> None:
+            super().__init__(trust_env=False, limits=limits)
+            self._pool = _guarded_pool(httpx, httpcore, limits)
+
+    return GuardedTransport
 
 
-class _GuardedTransport2(httpx2.AsyncHTTPTransport):
-    def __init__(self, limits: httpx2.Limits) -> None:
-        super().__init__(trust_env=False, limits=limits)
-        self._pool = _guarded_pool(httpx2, httpcore2, limits)
+@functools.cache
+def _httpx2_transport() -> Callable[[httpx2.Limits], httpx2.AsyncHTTPTransport]:
+    """httpx2's transport over the guarded pool, made with the first model's client (as `_httpx_transport`)."""
+    import httpcore2
+    import httpx2
+
+    class GuardedTransport2(httpx2.AsyncHTTPTransport):
+        def __init__(self, limits: httpx2.Limits) -> None:
+            super().__init__(trust_env=False, limits=limits)
+            self._pool = _guarded_pool(httpx2, httpcore2, limits)
+
+    return GuardedTransport2
 
 
 def guarded_httpx_client() -> httpx.AsyncClient:
     """An httpx client (httpx's default limits) whose connections go only to allowed addresses."""
+    import httpx
+
     limits = httpx.Limits(max_connections=100, max_keepalive_connections=20)
-    return httpx.AsyncClient(transport=_GuardedTransport(limits), trust_env=False)
+    transport = _httpx_transport()(limits)
+    return httpx.AsyncClient(transport=transport, trust_env=False)
 
 
 def guarded_httpx2_transport(limits: httpx2.Limits | None = None) -> httpx2.AsyncHTTPTransport:
     """An httpx2 transport whose connections go only to allowed addresses (for `create_async_httpx2_client`)."""
-    return _GuardedTransport2(limits or httpx2.Limits(max_connections=1000, max_keepalive_connections=100))
+    import httpx2
+
+    return _httpx2_transport()(limits or httpx2.Limits(max_connections=1000, max_keepalive_connections=100))

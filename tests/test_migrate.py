@@ -1,0 +1,67 @@
+"""Migrations at start-up: the heads read from the scripts are Alembic's, a database at them is recognised
+without Alembic, and one behind them is still brought up to date."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from alembic.script import ScriptDirectory
+from sqlalchemy.engine import make_url
+
+from agentkb.storage import migrate
+
+
+@pytest.fixture()
+def empty_url(pg_url: str) -> Iterator[str]:
+    name = f"migrate_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    yield make_url(pg_url).set(database=name).render_as_string(hide_password=False)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+def _plain(url: str) -> str:
+    return url.replace("postgresql+psycopg://", "postgresql://")
+
+
+def test_heads_from_the_scripts_are_alembics() -> None:
+    assert migrate.head_revisions() == frozenset(ScriptDirectory.from_config(migrate._config()).get_heads())
+
+
+def _upgrade_in_a_new_process(url: str) -> str:
+    """Run `migrate.upgrade(url)` in a fresh interpreter; say whether it imported Alembic."""
+    code = (
+        "import sys; from agentkb.storage import migrate; "
+        f"migrate.upgrade({url!r}); print('alembic' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    return done.stdout.strip()
+
+
+def test_a_current_database_is_left_alone_and_one_behind_is_upgraded(empty_url: str) -> None:
+    assert _upgrade_in_a_new_process(empty_url) == "True"  # a new database: every migration runs
+    with psycopg.connect(_plain(empty_url), autocommit=True) as conn:
+        rows = conn.execute("SELECT version_num FROM alembic_version").fetchall()
+    assert frozenset(r[0] for r in rows) == migrate.head_revisions()
+    assert _upgrade_in_a_new_process(empty_url) == "False"  # at the heads: one query, no Alembic
+
+    # one revision behind (the last migration, 0021, undone by hand: its table dropped): Alembic applies it
+    last = sorted(migrate.head_revisions())[0]
+    script = ScriptDirectory.from_config(migrate._config()).get_revision(last)
+    assert script is not None and isinstance(script.down_revision, str)
+    with psycopg.connect(_plain(empty_url), autocommit=True) as conn:
+        conn.execute("DROP TABLE chunk_contexts")
+        conn.execute("UPDATE alembic_version SET version_num = %s", (script.down_revision,))
+    assert _upgrade_in_a_new_process(empty_url) == "True"
+    with psycopg.connect(_plain(empty_url), autocommit=True) as conn:
+        assert conn.execute("SELECT to_regclass('chunk_contexts') IS NOT NULL").fetchone() == (True,)
+        rows = conn.execute("SELECT version_num FROM alembic_version").fetchall()
+    assert frozenset(r[0] for r in rows) == migrate.head_revisions()
