@@ -8,7 +8,9 @@ less), the cosine of each document vector to torch float32's (min and mean), and
 search over the subset for the queries whose judged documents it holds (the subset: every judged document
 of the first `--queries` queries, then the corpus in order up to `--docs`).
 
-Variants: `torch-float32` (the reference), `torch-bfloat16`, `onnx-int8` (the default install's engine),
+Variants: `torch-float32` (the reference), `torch-bfloat16`, `onnx-int8` (the default install's engine:
+the bundled model of kb/embedders/minilm/, built by bench/minilm_onnx.py), `onnx:<path>` (another ONNX file
+of all-MiniLM-L6-v2 with the bundled tokenizer, e.g. a candidate built by a changed bench/minilm_onnx.py),
 `torch-int8-<layers>` (torch dynamic int8 on some Linear layers only: `ffn-in` the FFN up-projections,
 `ffn` both FFN projections, `attn` the attention's query/key/value, `attn+ffn-in` those two, `all` every
 Linear of the encoder), `torch-compile` (float32 under `torch.compile`, inductor, dynamic shapes) and
@@ -24,6 +26,7 @@ import argparse
 import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -105,8 +108,12 @@ def encoder(variant: str, threads: int, batch: int) -> Encoder:
     """A synchronous `texts -> vectors` for `variant`, through agentkb's embedder code."""
     from agentkb.kb.embedders import local, onnx_model
 
-    if variant == "onnx-int8":
-        model = onnx_model.load(MODEL, bundled=True, threads=threads)
+    if variant == "onnx-int8" or variant.startswith("onnx:"):
+        model = (
+            onnx_model.load(MODEL, bundled=True, threads=threads)
+            if variant == "onnx-int8"
+            else onnx_model.OnnxModel(Path(variant[5:]), onnx_model.BUNDLED_TOKENIZER, threads)
+        )
         return lambda texts: np.concatenate(
             [model.encode(texts[i : i + batch]) for i in range(0, len(texts), batch)]
         )
@@ -189,12 +196,14 @@ def main(argv: list[str]) -> None:
         row["ΔnDCG@10"] = round(row["nDCG@10"] - rows[0]["nDCG@10"], 4)
     print_table("local embedder", rows)
     settings = {"docs": len(texts), "queries": len(queries), "threads": args.threads, "batch": args.batch}
-    from agentkb.kb.embedders.local import cpu_has_bf16
+    from agentkb.kb.embedders import cpu
 
     note = (
         f"{len(texts)} documents (longest first, batches of {args.batch}, {args.threads} thread(s)), "
-        f"{len(queries)} queries; this CPU {'has' if cpu_has_bf16() else 'has no'} hardware bfloat16 "
-        "(avx512_bf16 / amx_bf16). `docs/s`: wall clock, best of the runs; `docs/CPU-s`: per CPU-second "
+        f"{len(queries)} queries; this CPU {'has' if cpu.has_bf16() else 'has no'} hardware bfloat16 "
+        f"(avx512_bf16 / amx_bf16) and {'has' if cpu.has_vnni() else 'has no'} int8 dot products "
+        "(avx512_vnni / avx_vnni / amx_int8: ONNX Runtime's int8 kernels). `docs/s`: wall clock, best of "
+        "the runs; `docs/CPU-s`: per CPU-second "
         "of the process, steadier than the wall clock on a shared machine, and the ratio to float32 is "
         "taken on it; `load avg`: the 1-minute load "
         "average after the variant ran."

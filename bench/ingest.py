@@ -2,9 +2,11 @@
 
 (a) raw embedder: the local all-MiniLM-L6-v2 (`LocalEmbedder.embed_documents`) on the texts, in this
     process: chunks/s and tokens/s (tokens as the model sees them: its tokenizer, truncated to its
-    max_seq_length);
-(b) agentkb end to end over HTTP with that local model (`PUT .../knowledge_bases/{kb}` with rows, in
-    requests of `--batch` rows): chunks/s and the ratio to (a);
+    max_seq_length); with `--engine onnx`, sentence-transformers in float32 (the torch engine, precision
+    float32), the reference the default install's engine is measured against;
+(b) agentkb end to end over HTTP with the local model (`PUT .../knowledge_bases/{kb}` with rows, in
+    requests of `--batch` rows; the KB's `embedding_model.engine` is `--engine`): chunks/s and the ratio
+    to (a);
 (c) the same with the instant stub embedder (bench/stubs.py): rows/s — the engine's own overhead;
 (d) re-insert of the unchanged rows of (c): time and speed-up over (c);
 (e) Chroma (`PersistentClient` in a temp dir, `collection.add` of the same chunks as (b) with
@@ -13,7 +15,8 @@
 Rows are `{"id", "body" (~500 characters of generated text), "topic"}`; one chunk each (default
 chunk_size 1000). Counts are the server's, from the `X-Agentkb-Ingest` header.
 
-    python -m bench ingest [--rows 10000] [--local-rows 2000] [--batch 1000] [--quick] [--profile]
+    python -m bench ingest [--rows 10000] [--local-rows 2000] [--batch 1000] [--engine auto|torch|onnx]
+                           [--quick] [--profile]
 """
 
 from __future__ import annotations
@@ -89,10 +92,10 @@ def own_cpu() -> float:
     return times.user + times.system
 
 
-def raw_embedder(texts: list[str]) -> dict[str, Any]:
+def raw_embedder(texts: list[str], engine: str = "auto", precision: str = "auto") -> dict[str, Any]:
     from agentkb.kb.embedders.local import LocalEmbedder
 
-    embedder = LocalEmbedder(MODEL)
+    embedder = LocalEmbedder(MODEL, engine=engine, precision=precision)
 
     async def run() -> tuple[float, float, Any]:
         started = time.perf_counter()
@@ -169,6 +172,12 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--quick", action="store_true", help="1,000 stub rows, 500 local rows")
     parser.add_argument("--no-chroma", action="store_true")
     parser.add_argument(
+        "--engine",
+        choices=("auto", "torch", "onnx"),
+        default="auto",
+        help="the local KB's embedding engine in (b); with onnx, (a) is torch float32",
+    )
+    parser.add_argument(
         "--profile", action="store_true", help="py-spy the server during (b)-(d) into bench/.cache/profiles/"
     )
     args = parser.parse_args(argv)
@@ -186,14 +195,18 @@ def main(argv: list[str]) -> None:
         f"{args.batch:,} rows per request"
     )
 
-    raw = raw_embedder(local_texts)
+    onnx = args.engine == "onnx"
+    raw = raw_embedder(local_texts, "torch", "float32") if onnx else raw_embedder(local_texts)
+    local_model = (
+        None if args.engine == "auto" else {"provider": "local", "model_name": MODEL, "engine": args.engine}
+    )
     print(f"(a) raw embedder: {raw['chunks']} chunks in {raw['seconds']:.1f}s")
 
     with bench_stub() as stub, agentkb_server() as base, httpx.Client(timeout=900) as client:
         kbs = base.kbs
-        create_kb(client, kbs, "warm_local", None)
+        create_kb(client, kbs, "warm_local", local_model)
         create_kb(client, kbs, "warm_stub", stub.embedding_model())
-        create_kb(client, kbs, "bench_local", None)
+        create_kb(client, kbs, "bench_local", local_model)
         create_kb(client, kbs, "bench_stub", stub.embedding_model())
         started = time.perf_counter()
         insert(client, kbs, "warm_local", make_rows(texts[-8:]), args.batch)  # loads the model in the server
@@ -229,7 +242,7 @@ def main(argv: list[str]) -> None:
 
     table = [
         {
-            "phase": "(a) raw LocalEmbedder.embed_documents",
+            "phase": "(a) raw LocalEmbedder.embed_documents" + (", torch float32" if onnx else ""),
             "items": f"{raw['chunks']:,} chunks",
             "wall_s": round(raw["seconds"], 2),
             "cpu_s": f"{raw['cpu_s']:.1f}",
@@ -237,7 +250,7 @@ def main(argv: list[str]) -> None:
             "ratio": "1.00 (baseline)",
         },
         {
-            "phase": "(b) agentkb PUT, local model",
+            "phase": "(b) agentkb PUT, local model" + (f", engine {args.engine}" if local_model else ""),
             "items": f"{local_chunks:,} chunks",
             "wall_s": round(local_s, 2),
             "cpu_s": cpu_text(local_cpu),
@@ -303,6 +316,7 @@ def main(argv: list[str]) -> None:
         "ingest",
         {
             "model": MODEL,
+            "engine": args.engine,
             "stub_embedder": "bench.stubs.HashedBow (384-d)",
             "quick": args.quick,
             "rows": rows_n,

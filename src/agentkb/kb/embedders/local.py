@@ -17,7 +17,7 @@ from typing import Any, Self
 import numpy as np
 
 from agentkb.errors import BadRequest
-from agentkb.kb.embedders import onnx_model
+from agentkb.kb.embedders import cpu, onnx_model
 from agentkb.kb.embedders.base import Embedder, Vectors, l2_normalize, positive_int
 from agentkb.kb.embedders.config import ENGINES, PRECISIONS, torch_installed
 
@@ -26,7 +26,6 @@ log = logging.getLogger("agentkb.embedders")
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 DEFAULT_BATCH_SIZE = 64
 BUNDLED_NAMES = frozenset({"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"})
-BF16_CPU_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
 
 _models: dict[str, Any] = {}
 _models_lock = threading.Lock()
@@ -43,16 +42,9 @@ def resolve_model(model_name: str) -> str:
     return str(path.resolve()) if path.exists() else model_name
 
 
-def cpu_has_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+def cpu_has_bf16(cpuinfo: Path = cpu.CPUINFO) -> bool:
     """Whether this CPU computes bfloat16 in hardware (AVX512-BF16 or AMX; Linux's flags, else False)."""
-    try:
-        text = cpuinfo.read_text()
-    except OSError:
-        return False
-    flags = next(
-        (line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), []
-    )
-    return not BF16_CPU_FLAGS.isdisjoint(flags)
+    return cpu.has_bf16(cpuinfo)
 
 
 def resolve_engine(engine: str) -> str:
@@ -89,7 +81,11 @@ def load_onnx_model(model_name: str) -> onnx_model.OnnxModel:
         model = _models.get(key)
         if model is None:
             model = onnx_model.load(model_name, bundled)
-            log.info("loaded embedding model %s on ONNX Runtime", model_name)
+            log.info(
+                "loaded embedding model %s on ONNX Runtime (%s kernels for int8)",
+                model_name,
+                onnx_model.kernels(),
+            )
             _models[key] = model
         return model
 

