@@ -33,6 +33,16 @@ os.environ.setdefault("AGENTKB_DATA_SOURCE_ALLOW_LOCAL", "true")
 os.environ.setdefault("AGENTKB_DATA_SOURCE_FILE_DIR", tempfile.gettempdir())
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Compile agentkb's sources to bytecode once, in the controlling process: the servers, workers and CLIs
+    the tests start each import agentkb afresh, and read this bytecode even where PYTHONDONTWRITEBYTECODE keeps
+    them from writing their own (an editable install has none of its own, unlike a wheel's)."""
+    if not hasattr(config, "workerinput"):  # not in each xdist worker
+        import compileall
+
+        compileall.compile_dir(Path(__file__).resolve().parents[1] / "src" / "agentkb", quiet=1)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
