@@ -25,8 +25,8 @@ INTRO = [
     "To reproduce one: install the project with its `dev` extra (`pip install -e '.[dev]'`), run the command",
     "shown under its table from the repository root (it writes",
     "`bench/results/<bench>-<yyyymmddThhmm>-<cpu>.json`), then `python -m bench report` to rewrite this page.",
-    "`python -m bench all --quick` runs every benchmark but `peer` and `search100k` with small sizes; `peer`",
-    "needs a MindsDB-compatible server to compare with (`--peer-url`, or `--mindsdb DIR`).",
+    "`python -m bench all --quick` runs every benchmark but `peer`, `search100k` and `search1m` with small sizes;",
+    "`peer` needs a MindsDB-compatible server to compare with (`--peer-url`, or `--mindsdb DIR`).",
     "",
 ]
 
