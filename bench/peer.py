@@ -380,7 +380,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--duration", type=float, default=15.0, help="--clients: seconds per load")
     parser.add_argument("--warmup", type=float, default=3.0, help="--clients: warm-up seconds per load")
     parser.add_argument("--workers", type=int, default=2, help="--clients: `agentkb serve --workers`")
-    parser.add_argument("--request-timeout", type=float, default=120.0, help="--clients: seconds per request")
+    parser.add_argument("--request-timeout", type=float, default=60.0, help="--clients: seconds per request")
     parser.add_argument(
         "--computed-vectors",
         action="store_true",

@@ -10,12 +10,17 @@ answered, over a kept-alive connection):
 
 - SQL KB search: `POST /api/sql/query` `SELECT * FROM mindsdb.<kb> WHERE content = '<query>' LIMIT 10`,
   rotating over the single-client run's queries; an answer of type `error` counts as an error;
+- list agents: `GET /api/projects/mindsdb/agents`;
 - streamed completion: `POST /api/projects/mindsdb/agents/<agent>/completions/stream`, read to its end;
-  one without the stub's answer in it, or with an error chunk, counts as an error;
-- list agents: `GET /api/projects/mindsdb/agents`.
+  one without an answer (agentkb's `output` chunk, MindsDB's `data` one) and an `end` chunk, or with an
+  error chunk, counts as an error.
 
-Throughput counts the requests answered without error over the time to the last answer; latency is
-theirs, from sending to the whole body read. Errors (HTTP status, a failed connection or timeout after
+After the loads, whether each server still answers (lists its agents within 10 s) is recorded.
+
+Throughput counts the requests answered without error within the load's duration, over that duration
+(the ratio is taken on it); the result also has them all over the time to the last answer, which waits
+for requests still running at the end, up to their timeout. Latency is the answered requests', from sending
+to the whole body read. Errors (HTTP status, a failed connection or timeout after
 `--request-timeout` seconds, an error in the answer) are counted and sampled in the result file.
 """
 
@@ -30,10 +35,13 @@ import httpx
 from bench.common import print_table, write_result
 from bench.http import run_load, summarise
 from bench.peer import AGENT, KB, PROJECT, create_agent, create_kb, drop, insert
-from tests.openai_stub import CHAT_ANSWER, OpenAIStub
+from tests.openai_stub import OpenAIStub
 
 ERROR_ANSWER = r'"type"\s*:\s*"error"'  # a SQL answer of type error, an error chunk of a stream
-LOADS = ("SQL KB search", "streamed completion", "list agents")
+# a stream that answered and ended: an `end` chunk, and agentkb's `output` chunk or MindsDB's `data` one
+STREAM_ANSWERED = r'(?s)^(?=.*"type"\s*:\s*"end")(?=.*("output"|"type"\s*:\s*"data"))'
+LOADS = ("SQL KB search", "list agents", "streamed completion")  # in this order: the heaviest last
+AFTER_TIMEOUT_S = 10.0  # the check that a server still answers after the loads, and the clean-up
 
 
 def _load_average() -> str:
@@ -56,14 +64,14 @@ def specs(base: str, queries: list[str], questions: list[str]) -> dict[str, dict
             ],
             "error_pattern": ERROR_ANSWER,
         },
+        "list agents": {"method": "GET", "url": agents},
         "streamed completion": {
             "method": "POST",
             "url": f"{agents}/{AGENT}/completions/stream",
             "bodies": [{"messages": [{"question": q, "answer": None}]} for q in questions],
-            "ok_pattern": CHAT_ANSWER.split("'")[0],  # the words before the apostrophe, however it is escaped
+            "ok_pattern": STREAM_ANSWERED,
             "error_pattern": ERROR_ANSWER,
         },
-        "list agents": {"method": "GET", "url": agents},
     }
 
 
@@ -110,8 +118,20 @@ def workload(
                 f"p95 {r['p95_ms']} p99 {r['p99_ms']} ms, errors {r['errors']} (load average before: {before})",
                 flush=True,
             )
-        drop(client, base)
+    out["answers_after_the_loads"] = answers(base)
+    if out["answers_after_the_loads"]:
+        with httpx.Client(timeout=AFTER_TIMEOUT_S) as client:
+            drop(client, base)
     return out
+
+
+def answers(base: str) -> bool:
+    """Whether the server still lists its agents within `AFTER_TIMEOUT_S` (a peer wedged by the loads does
+    not: it is then left as it is, and stopped)."""
+    try:
+        return httpx.get(f"{base}/api/projects/{PROJECT}/agents", timeout=AFTER_TIMEOUT_S).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 def _latencies(r: dict[str, Any] | None) -> str:
@@ -121,18 +141,25 @@ def _latencies(r: dict[str, Any] | None) -> str:
 
 
 def table(a: dict[str, Any], p: dict[str, Any] | None, clients: int) -> list[dict[str, Any]]:
+    """Per load: requests/s answered without error within the load's duration (the ratio's measure), the
+    same to the last answer, latency percentiles and errors, on each server."""
     rows = []
     for name in LOADS:
         mine, theirs = a[name], p[name] if p else None
         advantage: Any = "n/a"
         if theirs is not None:
-            advantage = round(mine["rps"] / theirs["rps"], 1) if theirs["rps"] else "peer: none"
+            advantage = (
+                round(mine["rps_in_window"] / theirs["rps_in_window"], 1)
+                if theirs["rps_in_window"]
+                else "peer: none"
+            )
         rows.append(
             {
                 "load": f"{name}, {clients} clients",
-                "agentkb req/s": mine["rps"],
-                "peer req/s": theirs["rps"] if theirs else "not measured",
+                "agentkb req/s": mine["rps_in_window"],
+                "peer req/s": theirs["rps_in_window"] if theirs else "not measured",
                 "agentkb advantage (×, throughput)": advantage,
+                "req/s to the last answer (agentkb, peer)": f"{mine['rps']}, {theirs['rps'] if theirs else '-'}",
                 "agentkb p50 / p95 / p99 (ms)": _latencies(mine),
                 "peer p50 / p95 / p99 (ms)": _latencies(theirs),
                 "agentkb errors": f"{mine['errors']} of {mine['requests'] + mine['errors']}",
@@ -178,13 +205,19 @@ def report(
             "peer_measured": bool(p),
             "results": {k: v for k, v in results.items() if k in ("agentkb", "peer")},
             "table": rows,
+            "details": [
+                {"server": server, "answers after the loads": results[server].get("answers_after_the_loads")}
+                for server in ("agentkb", "peer")
+                if server in results
+            ],
             "note": (
                 f"Both servers in one run, the same instant stubs, the same {args.clients} clients (one load "
                 f"generator process) on the same {os.cpu_count()} CPUs; agentkb as `agentkb serve --workers "
                 f"{args.workers}`, peer: {peer_name or 'none'}. Load average {load_before} before and {load_after} "
                 "after the run (the machine is shared: compare the ratios, not the figures); each load's own is in "
-                "the result file. Throughput counts requests answered without error; errors are the requests that "
-                "failed (HTTP status, connection, timeout, or an error in the answer), samples in the result file."
+                "the result file. Throughput: requests answered without error within the load's duration, over "
+                "it; errors: requests that failed (HTTP status, connection, timeout, or an error in the answer), "
+                "samples in the result file."
             ),
         },
     )
