@@ -8,7 +8,11 @@ import sys
 
 from bench.common import BENCHMARKS, set_command
 
-SKIPPED_BY_ALL_QUICK = {"peer", "search100k"}  # compares with a server of one's own: run it by name
+SKIPPED_BY_ALL_QUICK = {
+    "peer",
+    "search100k",
+    "search1m",
+}  # compares with a server of one's own: run it by name
 QUICK_ARGS = {"startup": ["--repeat", "1"]}  # benchmarks without a --quick option of their own
 
 

@@ -30,6 +30,7 @@ BENCHMARKS = (  # `python -m bench <name>`, and `all` in this order
     "agent",
     "peer",
     "search100k",
+    "search1m",
     "jobs",
     "tokens",
     "failover",

@@ -25,6 +25,7 @@ import asyncio
 import datetime as dt
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -57,18 +58,26 @@ async def _load(spec: dict[str, Any]) -> dict[str, Any]:
     import psutil
 
     method, url, bodies = spec["method"], spec["url"], spec.get("bodies") or [None]
+    # an answered request (2xx) whose body lacks `ok_pattern` or holds `error_pattern` is an error
+    ok = re.compile(spec["ok_pattern"]) if spec.get("ok_pattern") else None
+    bad = re.compile(spec["error_pattern"]) if spec.get("error_pattern") else None
     urls = spec.get("urls") or [url]
     concurrency, duration, max_requests = spec["concurrency"], spec["duration_s"], spec["max_requests"]
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     latencies: list[float] = []
+    answered_at: list[
+        float
+    ] = []  # when each answer without error came, from the start of the measured window
     statuses: dict[str, int] = {}
-    errors: list[str] = []
+    errors: list[str] = []  # samples
+    failures = 0
     sent = 0
+    window_start = time.perf_counter()
 
     async with httpx.AsyncClient(limits=limits, timeout=spec.get("timeout_s", 60)) as client:
 
         async def worker(deadline: float, cap: int, record: bool) -> None:
-            nonlocal sent
+            nonlocal sent, failures
             while time.perf_counter() < deadline and sent < cap:
                 i = sent
                 sent += 1
@@ -80,16 +89,28 @@ async def _load(spec: dict[str, Any]) -> dict[str, Any]:
                     await response.aread()
                 except httpx.HTTPError as exc:
                     if record:
-                        errors.append(f"{type(exc).__name__}: {exc}")
+                        failures += 1
+                        if len(errors) < 1000:
+                            errors.append(f"{type(exc).__name__}: {exc}")
                     continue
                 elapsed = time.perf_counter() - started
                 if not record:
                     continue
                 statuses[str(response.status_code)] = statuses.get(str(response.status_code), 0) + 1
-                if response.status_code < 300:
+                failed = response.status_code >= 300
+                if not failed and (ok or bad):
+                    answer = response.text
+                    failed = bool((ok and not ok.search(answer)) or (bad and bad.search(answer)))
+                if not failed:
                     latencies.append(elapsed)
-                elif len(errors) < 1000:
-                    errors.append(f"{response.status_code}: {response.text[:200]}")
+                    answered_at.append(time.perf_counter() - window_start)
+                    continue
+                failures += 1
+                if len(errors) < 1000:  # an answer's start and end (a stream's error chunk is at its end)
+                    text = response.text
+                    errors.append(
+                        f"{response.status_code}: {text if len(text) <= 600 else text[:200] + ' … ' + text[-400:]}"
+                    )
 
         # warm-up: opens the connections and lets the server settle; not recorded
         warm_until = time.perf_counter() + spec.get("warmup_s", 1.0)
@@ -97,16 +118,18 @@ async def _load(spec: dict[str, Any]) -> dict[str, Any]:
         sent = 0
         me = psutil.Process()
         cpu = me.cpu_times()
-        started = time.perf_counter()
+        started = window_start = time.perf_counter()
         await asyncio.gather(*(worker(started + duration, max_requests, True) for _ in range(concurrency)))
         elapsed = time.perf_counter() - started
         used = me.cpu_times()
     return {
+        "duration_s": duration,
         "latencies_s": latencies,
+        "answered_in_window": sum(1 for t in answered_at if t <= duration),
         "sent": sent,
         "elapsed_s": elapsed,
         "statuses": statuses,
-        "errors": len(errors),
+        "errors": failures,
         "error_samples": errors[:5],
         "loadgen_cpu_s": round((used.user + used.system) - (cpu.user + cpu.system), 3),
     }
@@ -131,6 +154,27 @@ def run_load(spec: dict[str, Any]) -> dict[str, Any]:
     if proc.returncode != 0:
         raise RuntimeError(f"load generator failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout)
+
+
+def summarise(load: dict[str, Any]) -> dict[str, Any]:
+    """A load's figures for a result file: requests answered without error, errors (count, samples),
+    statuses, seconds, requests/s (`rps`), latency percentiles, the load generator's CPU."""
+    done = len(load["latencies_s"])
+    return {
+        "requests": done,
+        "errors": load["errors"],
+        "error_samples": load["error_samples"],
+        "statuses": load["statuses"],
+        "seconds": round(load["elapsed_s"], 3),
+        "rps": rate(done, load["elapsed_s"]),
+        # the answers that came within the load's duration, over it: a server whose last requests hang until
+        # their timeout is not credited with the time they took (`rps` waits for them)
+        "rps_in_window": rate(load["answered_in_window"], load["duration_s"])
+        if "answered_in_window" in load
+        else None,
+        **summary_ms(load["latencies_s"]),
+        "loadgen_cpu_s": load["loadgen_cpu_s"],
+    }
 
 
 # --- the benchmark ---------------------------------------------------------------------------------------
@@ -270,16 +314,9 @@ def main(argv: list[str]) -> None:
             done = len(load["latencies_s"])
             results[name] = {
                 "label": endpoint["label"],
-                "requests": done,
-                "errors": load["errors"],
-                "error_samples": load["error_samples"],
-                "statuses": load["statuses"],
-                "seconds": round(load["elapsed_s"], 3),
-                "rps": rate(done, load["elapsed_s"]),
-                **summary_ms(load["latencies_s"]),
+                **summarise(load),
                 "server_cpu_ms_per_request": {k: round(1000 * v / max(done, 1), 3) for k, v in used.items()},
                 "server_cpu_s": used,
-                "loadgen_cpu_s": load["loadgen_cpu_s"],
                 "stub_embedding_requests": stub.embedding_requests - embeds_before,
                 "pg_connections_closed": churn,
             }

@@ -32,8 +32,12 @@ The table: insert rows/s, re-insert of unchanged rows rows/s, SQL KB search p50,
 (request to the `end` chunk), each with agentkb's advantage (× faster: the peer's latency over agentkb's,
 agentkb's throughput over the peer's). The other measures go to the result file's `details`.
 
+`--clients N` runs, on the same KB and agent, N concurrent clients instead (`bench.peer_clients`: SQL KB
+search, streamed completions and list agents, agentkb as `serve --workers 2`; throughput, p50/p95/p99,
+errors), its result a mode of its own ("N concurrent clients").
+
     python -m bench peer [--mindsdb /work/scratch | --peer-url http://127.0.0.1:47334] [--rows 10000]
-                         [--quick] [--stub-host H] [--computed-vectors]
+                         [--quick] [--stub-host H] [--computed-vectors] [--clients 32 [--duration 15]]
 """
 
 from __future__ import annotations
@@ -41,10 +45,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import signal
-import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,7 @@ import httpx
 
 from bench.agent import Client, chunk_kinds
 from bench.common import TextGenerator, print_table, rate, sql, summary_ms, write_result
+from bench.mindsdb import mindsdb_server
 from bench.stubs import bench_stub, kb_tool_then_answer, last_user_text, precomputed
 from tests.openai_stub import CHAT_ANSWER, OpenAIStub, Reply
 
@@ -115,6 +117,60 @@ def _ok(response: httpx.Response, what: str) -> httpx.Response:
     return response
 
 
+def drop(client: httpx.Client, base: str) -> None:
+    """The benchmark's agent and KB deleted, where they exist."""
+    client.delete(f"{base}/api/projects/{PROJECT}/agents/{AGENT}")
+    client.delete(f"{base}/api/projects/{PROJECT}/knowledge_bases/{KB}")
+
+
+def create_kb(client: httpx.Client, kbs: str, embedding_model: dict[str, Any]) -> float:
+    """The benchmark's KB (`id`, `body` as content, `topic` as metadata) at the KB collection `kbs`; ms taken."""
+    started = time.perf_counter()
+    _ok(
+        client.post(
+            kbs,
+            json={
+                "knowledge_base": {
+                    "name": KB,
+                    "embedding_model": embedding_model,
+                    "id_column": "id",
+                    "content_columns": ["body"],
+                    "metadata_columns": ["topic"],
+                }
+            },
+        ),
+        "create KB",
+    )
+    return round((time.perf_counter() - started) * 1000, 2)
+
+
+def insert(client: httpx.Client, kbs: str, rows: list[dict[str, Any]], batch: int, what: str) -> list[float]:
+    """`rows` into the KB, `batch` a PUT; each PUT's seconds."""
+    puts: list[float] = []
+    for start in range(0, len(rows), batch):
+        t = time.perf_counter()
+        _ok(client.put(f"{kbs}/{KB}", json={"knowledge_base": {"rows": rows[start : start + batch]}}), what)
+        puts.append(time.perf_counter() - t)
+    return puts
+
+
+def create_agent(client: httpx.Client, agents: str, stub: OpenAIStub) -> None:
+    """The agent over the KB, its model the scripted stub LLM (`chat_script`)."""
+    _ok(
+        client.post(
+            agents,
+            json={
+                "agent": {
+                    "name": AGENT,
+                    "model": stub.chat_model(),
+                    "data": {"knowledge_bases": [f"{PROJECT}.{KB}"], "tables": []},
+                }
+            },
+        ),
+        "create agent",
+    )
+
+
 def workload(
     base: str,
     stub: OpenAIStub,
@@ -130,38 +186,13 @@ def workload(
     kbs = f"{base}/api/projects/{PROJECT}/knowledge_bases"
     agents = f"{base}/api/projects/{PROJECT}/agents"
     with httpx.Client(timeout=httpx.Timeout(1800, connect=30)) as client:
-        # leftovers of an earlier run on a long-lived peer
-        client.delete(f"{agents}/{AGENT}")
-        client.delete(f"{kbs}/{KB}")
+        drop(client, base)  # leftovers of an earlier run on a long-lived peer
 
-        started = time.perf_counter()
-        _ok(
-            client.post(
-                kbs,
-                json={
-                    "knowledge_base": {
-                        "name": KB,
-                        "embedding_model": embedding_model,
-                        "id_column": "id",
-                        "content_columns": ["body"],
-                        "metadata_columns": ["topic"],
-                    }
-                },
-            ),
-            "create KB",
-        )
-        out["create_kb_ms"] = round((time.perf_counter() - started) * 1000, 2)
+        out["create_kb_ms"] = create_kb(client, kbs, embedding_model)
 
-        puts: list[float] = []
         embeds, computed = stub.texts, _computed(stub)
         started = time.perf_counter()
-        for start in range(0, len(rows), batch):
-            t = time.perf_counter()
-            _ok(
-                client.put(f"{kbs}/{KB}", json={"knowledge_base": {"rows": rows[start : start + batch]}}),
-                "insert",
-            )
-            puts.append(time.perf_counter() - t)
+        puts = insert(client, kbs, rows, batch, "insert")
         seconds = time.perf_counter() - started
         out["insert"] = {
             "rows": len(rows),
@@ -178,11 +209,7 @@ def workload(
 
         embeds, computed = stub.texts, _computed(stub)
         started = time.perf_counter()
-        for start in range(0, len(rows), batch):
-            _ok(
-                client.put(f"{kbs}/{KB}", json={"knowledge_base": {"rows": rows[start : start + batch]}}),
-                "re-insert",
-            )
+        insert(client, kbs, rows, batch, "re-insert")
         seconds = time.perf_counter() - started
         out["reinsert"] = {
             "rows": len(rows),
@@ -218,19 +245,7 @@ def workload(
         }
         print(f"    {len(queries)} SQL KB searches: p50 {out['search']['p50_ms']} ms", flush=True)
 
-        _ok(
-            client.post(
-                agents,
-                json={
-                    "agent": {
-                        "name": AGENT,
-                        "model": stub.chat_model(),
-                        "data": {"knowledge_bases": [f"{PROJECT}.{KB}"], "tables": []},
-                    }
-                },
-            ),
-            "create agent",
-        )
+        create_agent(client, agents, stub)
         streamer = Client(base)
         try:
             body = {"messages": [{"question": questions[0], "answer": None}]}
@@ -265,72 +280,8 @@ def workload(
             flush=True,
         )
 
-        client.delete(f"{agents}/{AGENT}")
-        client.delete(f"{kbs}/{KB}")
+        drop(client, base)
     return out
-
-
-@contextlib.contextmanager
-def mindsdb_server(home: Path, port: int, startup_timeout: float = 300.0) -> Iterator[str]:
-    """MindsDB from `home/mindsdb-venv`, HTTP API only, with `home/mindsdb-data` (config.json, storage):
-    started in a session of its own, ready once `/api/status` answers, stopped at the end (SIGTERM to the
-    process and its children, which a SIGTERM to the main process alone would orphan; SIGKILL after 30 s)."""
-    python = home / "mindsdb-venv" / "bin" / "python"
-    data = home / "mindsdb-data"
-    if not python.exists() or not (data / "config.json").exists():
-        raise SystemExit(f"--mindsdb {home}: expected {python} and {data / 'config.json'}")
-    log = (data / "log.txt").open("ab")
-    proc = subprocess.Popen(
-        [str(python), "-m", "mindsdb", "--api=http", "--no_studio", f"--config={data / 'config.json'}"],
-        cwd=data,
-        env={**os.environ, "MINDSDB_STORAGE_DIR": str(data)},
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + startup_timeout
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"MindsDB exited with {proc.returncode}; see {data / 'log.txt'}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{base}/api/status", timeout=2).status_code == 200:
-                    break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"MindsDB did not answer within {startup_timeout:g}s")
-            time.sleep(1)
-        print(f"  MindsDB (pid {proc.pid}) ready at {base}", flush=True)
-        yield base
-    finally:
-        _stop_tree(proc)
-        log.close()
-
-
-def _stop_tree(proc: subprocess.Popen[bytes]) -> None:
-    children = subprocess.run(
-        ["ps", "-o", "pid=", "--ppid", str(proc.pid)], capture_output=True, text=True, check=False
-    ).stdout.split()
-    pids = [proc.pid, *map(int, children)]
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 30
-    alive = pids
-    while alive and time.monotonic() < deadline:
-        proc.poll()
-        alive = [pid for pid in pids if _alive(pid)]
-        time.sleep(0.5)
-    for pid in alive:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    proc.wait()
-
-
-def _alive(pid: int) -> bool:
-    state = subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True, check=False)
-    return bool(state.stdout.strip()) and not state.stdout.strip().startswith("Z")
 
 
 def peer_embedding_model(stub: OpenAIStub) -> dict[str, Any]:
@@ -398,6 +349,7 @@ def detail_table(
 
 
 def main(argv: list[str]) -> None:
+    from bench import peer_clients as concurrent
     from bench.ingest import make_rows
     from bench.search import make_queries
     from bench.server import agentkb_server, cpu_delta, cpu_seconds
@@ -420,6 +372,15 @@ def main(argv: list[str]) -> None:
         "--stub-public-host", help="host name the servers reach the stubs at (default: --stub-host)"
     )
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--clients",
+        type=int,
+        help="concurrent clients: the three loads of bench.peer_clients instead (e.g. 32)",
+    )
+    parser.add_argument("--duration", type=float, default=15.0, help="--clients: seconds per load")
+    parser.add_argument("--warmup", type=float, default=3.0, help="--clients: warm-up seconds per load")
+    parser.add_argument("--workers", type=int, default=2, help="--clients: `agentkb serve --workers`")
+    parser.add_argument("--request-timeout", type=float, default=60.0, help="--clients: seconds per request")
     parser.add_argument(
         "--computed-vectors",
         action="store_true",
@@ -451,11 +412,18 @@ def main(argv: list[str]) -> None:
         public_host=args.stub_public_host,
     ) as stub:
         print(f"  stubs at {stub.url}", flush=True)
+
+        def measure(base: str, embedding_model: dict[str, Any]) -> dict[str, Any]:
+            if args.clients:
+                return concurrent.workload(base, stub, rows, queries, questions, embedding_model, args)
+            return workload(base, stub, *work, embedding_model)
+
         print("  agentkb:", flush=True)
-        with agentkb_server() as base:
+        with agentkb_server(args=["--workers", str(args.workers)] if args.clients else None) as base:
             cpu = cpu_seconds(base)
-            results["agentkb"] = workload(base, stub, *work, stub.embedding_model())
-            results["agentkb"]["server_cpu_s"] = cpu_delta(cpu, cpu_seconds(base))
+            results["agentkb"] = measure(base, stub.embedding_model())
+            if not args.clients:  # cpu_seconds counts the main process, not `--workers`' others
+                results["agentkb"]["server_cpu_s"] = cpu_delta(cpu, cpu_seconds(base))
         server = (
             mindsdb_server(args.mindsdb, args.mindsdb_port)
             if args.mindsdb
@@ -465,9 +433,12 @@ def main(argv: list[str]) -> None:
             if peer_base:
                 print(f"  peer {peer_base}:", flush=True)
                 status = httpx.get(f"{peer_base}/api/status", timeout=30)
-                results["peer"] = workload(peer_base, stub, *work, peer_embedding_model(stub))
+                results["peer"] = measure(peer_base, peer_embedding_model(stub))
                 results["peer"]["status"] = status.json() if status.status_code == 200 else status.status_code
 
+    if args.clients:
+        concurrent.report(results, args, n, peer_name, load_before)
+        return
     a, p = results["agentkb"], results.get("peer")
     table = ratio_table(a, p, n, args)
     details = detail_table(a, p, args)

@@ -25,8 +25,8 @@ INTRO = [
     "To reproduce one: install the project with its `dev` extra (`pip install -e '.[dev]'`), run the command",
     "shown under its table from the repository root (it writes",
     "`bench/results/<bench>-<yyyymmddThhmm>-<cpu>.json`), then `python -m bench report` to rewrite this page.",
-    "`python -m bench all --quick` runs every benchmark but `peer` and `search100k` with small sizes; `peer`",
-    "needs a MindsDB-compatible server to compare with (`--peer-url`, or `--mindsdb DIR`).",
+    "`python -m bench all --quick` runs every benchmark but `peer`, `search100k` and `search1m` with small sizes;",
+    "`peer` needs a MindsDB-compatible server to compare with (`--peer-url`, or `--mindsdb DIR`).",
     "",
 ]
 
@@ -78,17 +78,50 @@ def _command(name: str, data: dict[str, Any]) -> str:
 
 
 def _search100k(data: dict[str, Any]) -> list[str]:
-    out = [
+    return [
         f"{data.get('chunks', '?'):,} chunks tiled from {data.get('docs', '?'):,} SciFact documents (mean cosine of a "
         f"tile to its source {data.get('tiles_cosine_to_source_mean', '?')}), loaded in {data.get('load_s', '?')} s.",
         "",
+        *_builds(data),
     ]
+
+
+def _search1m(data: dict[str, Any]) -> list[str]:
+    pg, load, api = data.get("postgres") or {}, data.get("load") or {}, data.get("api_insert") or {}
+    memory = data.get("memory") or {}
+    return [
+        f"{data.get('chunks', '?'):,} chunks tiled from {data.get('docs', '?'):,} SciFact documents (mean cosine of a "
+        f"tile to its source {data.get('tiles_cosine_to_source_mean', '?')}), loaded by agentkb's chunk write "
+        f"(binary COPY) at {load.get('rows_per_s', '?')} rows/s ({load.get('seconds', '?')} s; load average "
+        f"{load.get('load_average', '?')}). PostgreSQL with pgvector {pg.get('pgvector', '?')}: shared_buffers "
+        f"{pg.get('shared_buffers', '?')}, maintenance_work_mem {pg.get('maintenance_work_mem', '?')}, "
+        f"max_parallel_maintenance_workers {pg.get('max_parallel_maintenance_workers', '?')}. Then "
+        f"{api.get('rows', '?'):,} more rows over the API (PUTs of 1,000, instant stub embedder) into the full KB: "
+        f"{api.get('rows_per_s', '?')} rows/s (load average {api.get('load_average', '?')}). Whole run "
+        f"{data.get('wall_s', '?')} s.",
+        "",
+        "Memory after the searches (MiB; the server's RSS and its peak; PostgreSQL's process tree, whose RSS sum "
+        "counts shared buffers once per process, PSS sum once), and the KB's size on disk:",
+        "",
+        *_table([memory]),
+        "",
+        *_builds(data),
+    ]
+
+
+def _builds(data: dict[str, Any]) -> list[str]:
+    out: list[str] = []
     for build in data.get("builds") or []:
         floor = build.get("http_floor") or {}
+        bm25 = (
+            f" (hybrid timed once the BM25 index was built, {build['bm25_ready_s']} s)"
+            if "bm25_ready_s" in build
+            else ""
+        )
         out += [
             f"HNSW m {build['m']}, ef_construction {build['ef_construction']}: built in {build.get('build_s', '?')} s;"
             f" `GET /api/util/ping` (the HTTP floor) p50 {floor.get('p50_ms', '?')} ms. The HNSW query alone (SQL,"
-            " no HTTP), then over HTTP, one query at a time:",
+            f" no HTTP), then over HTTP, one query at a time{bm25}:",
             "",
             *_table(build.get("sql_sweep") or []),
             "",
@@ -98,25 +131,28 @@ def _search100k(data: dict[str, Any]) -> list[str]:
     return out
 
 
+SEARCH_SECTIONS = {"search100k": _search100k, "search1m": _search1m}
+
+
 def _when(data: dict[str, Any]) -> str:
     return f"{str(data.get('when', ''))[:16].replace('T', ' ')} UTC"
 
 
-def _index(picked: list[tuple[str, Path, dict[str, Any]]]) -> list[str]:
+def _index(picked: list[tuple[str, str, Path, dict[str, Any]]]) -> list[str]:
     """One line per benchmark: when, where and at which commit its figures below were taken."""
     rows = [
         {
-            "benchmark": f"[{name}](#{name})",
+            "benchmark": f"[{title(name, mode)}](#{anchor(title(name, mode))})",
             "run": _when(data) + (" (quick)" if data.get("quick") else ""),
             "machine": f"{_cpu(data.get('machine', {}))}, {data.get('machine', {}).get('cpu_count', '?')} CPUs",
             "commit": data.get("machine", {}).get("git") or "?",
         }
-        for name, _, data in picked
+        for name, mode, _, data in picked
     ]
     return [*_table(rows), ""]
 
 
-def _section(name: str, path: Path, data: dict[str, Any]) -> list[str]:
+def _section(name: str, mode: str, path: Path, data: dict[str, Any]) -> list[str]:
     machine = data.get("machine", {})
     facts = f"{_when(data)}, {_cpu(machine)}, {machine.get('cpu_count', '?')} CPUs"
     if machine.get("git"):
@@ -126,15 +162,15 @@ def _section(name: str, path: Path, data: dict[str, Any]) -> list[str]:
     if data.get("load_average_before"):
         facts += f", load average before {data['load_average_before']}"
     out = [
-        f"## {name}",
+        f"## {title(name, mode)}",
         "",
         _summary(name),
         "",
         f"Run {facts}{' (a quick run)' if data.get('quick') else ''}.",
         "",
     ]
-    if name == "search100k":
-        out += _search100k(data)
+    if name in SEARCH_SECTIONS:
+        out += SEARCH_SECTIONS[name](data)
     else:
         rows = data.get("table") or data.get("runs") or []
         out += [*(_table(rows) if rows else ["(no table)"]), ""]
@@ -146,9 +182,25 @@ def _section(name: str, path: Path, data: dict[str, Any]) -> list[str]:
     return out
 
 
-def newest(name: str) -> tuple[Path, dict[str, Any]] | None:
-    """The result a benchmark's section shows: its newest full run, else its newest quick run."""
-    found = results(name)
+def variant(data: dict[str, Any]) -> str:
+    """The run's `mode` (e.g. `peer --clients 32`'s "32 concurrent clients"): each mode of a benchmark has a
+    section of its own; "" for the benchmark's plain runs."""
+    return str(data.get("mode") or "")
+
+
+def title(name: str, mode: str) -> str:
+    return f"{name}, {mode}" if mode else name
+
+
+def anchor(heading: str) -> str:
+    """The link target of a `## heading` (GitHub's: lower case, punctuation dropped, spaces to dashes)."""
+    return "".join(c for c in heading.lower() if c.isalnum() or c in " -_").replace(" ", "-")
+
+
+def newest(name: str, mode: str = "") -> tuple[Path, dict[str, Any]] | None:
+    """The result a benchmark's section (of `mode`, see `variant`) shows: its newest full run, else its newest
+    quick run."""
+    found = [item for item in results(name) if variant(item[2]) == mode]
     full = [item for item in found if not item[2].get("quick")]
     for _, path, data in (full or found)[-1:]:
         return path, data
@@ -157,10 +209,15 @@ def newest(name: str) -> tuple[Path, dict[str, Any]] | None:
 
 def render() -> str:
     """docs/benchmarks.md as `python -m bench report` writes it."""
-    picked = [(name, *found) for name in BENCHMARKS if (found := newest(name)) is not None]
+    picked = [
+        (name, mode, *found)
+        for name in BENCHMARKS
+        for mode in sorted({variant(item[2]) for item in results(name)})
+        if (found := newest(name, mode)) is not None
+    ]
     out = [*INTRO, *_index(picked)]
-    for name, path, data in picked:
-        out += _section(name, path, data)
+    for name, mode, path, data in picked:
+        out += _section(name, mode, path, data)
     return "\n".join(out).rstrip("\n") + "\n"
 
 

@@ -1,18 +1,14 @@
 """Search at 100,000 chunks of real text vectors: latency over HTTP and recall@10 against exact search.
 
-The corpus is BEIR SciFact (/work/shared/data/scifact/, 5,183 abstracts, 300 test queries), embedded
-once with agentkb's local model (all-MiniLM-L6-v2, 384-d; each document's first 300 characters, its
-title and opening, to keep that step short on a small machine) and cached under `--cache-dir`
-(/tmp/agentkb-bench/). It is tiled to `--chunks` (100,000) vectors: tile 0 is the corpus itself; each
-later tile `t` holds, for every document `i`, `normalise(v_i + 0.25 * v_j + n)`, where `j` is a random
-other document (a fresh permutation per tile) and `n` Gaussian noise of norm ~0.1: vectors that keep the
-corpus's real structure (clusters, topics) but are not duplicates (cosine to their source ≈ 0.95). The
-chunk text is the source document's, marked with its tile.
+The corpus is BEIR SciFact (5,183 abstracts, 300 test queries), embedded once with agentkb's local model
+(all-MiniLM-L6-v2, 384-d) and cached under `--cache-dir` (/tmp/agentkb-bench/), tiled to `--chunks`
+(100,000) vectors that keep its structure but are not duplicates (`bench.scifact_tiles`).
 
 The KB is created over the API with the instant stub embedder (it answers each SciFact query with the
-model's cached vector), then filled by direct `COPY` into its chunk table with the HNSW index dropped, as a
-bulk load would. For each HNSW build in `--builds` (m:ef_construction; pgvector's defaults 16:64), the index
-is built over every row by `CREATE INDEX ON KNOWLEDGE_BASE … WITH (m, ef_construction)` over the API, then:
+model's cached vector), then filled with the HNSW index dropped, as a bulk load would, by agentkb's own
+chunk write (`storage.chunks.copy_new_chunks`, a binary `COPY`; 10,000 rows a transaction). For each HNSW
+build in `--builds` (m:ef_construction; pgvector's defaults 16:64), the index is built over every row by
+`CREATE INDEX ON KNOWLEDGE_BASE … WITH (m, ef_construction)` over the API, then:
 
 - `GET /api/util/ping` 300 times: the HTTP floor (round trip and framework, no search);
 - the HNSW query alone (SQL over a unix socket, no HTTP) at each `--sweep` `hnsw.ef_search`: recall@10
@@ -21,7 +17,9 @@ is built over every row by `CREATE INDEX ON KNOWLEDGE_BASE … WITH (m, ef_const
 - at each `--http-ef`, set as the KB's `ef_search` param (`PUT`), each of the 300 queries one at a time
   over HTTP, vector-only and hybrid: `POST /api/projects/mindsdb/knowledge_bases/{kb}/search` (`limit: 10`;
   recall@10 of the vector-only one) and `POST /api/sql/query` `SELECT * FROM mindsdb.<kb> WHERE content =
-  '<query>' AND hybrid_search = false|true LIMIT 10`; p50/p95 of the last of `--rounds` passes.
+  '<query>' AND hybrid_search = false|true LIMIT 10`; p50/p95 of the last of `--rounds` passes. Hybrid
+  searches are timed once the KB's BM25 index is built (a large KB's is built in the background, and its
+  hybrid searches rank by vectors alone until then): the wait is recorded.
 
 Every row carries the load average (1, 5, 15 min) when it was measured.
 
@@ -32,102 +30,25 @@ Every row carries the load average (1, 5, 15 min) when it was measured.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
 
-from bench.beir import MODEL, load, local_encoder
 from bench.common import print_table, summary_ms, write_result
+from bench.scifact_tiles import Corpus, bulk_load, prepare
 from bench.server import agentkb_server
 from bench.stubs import DIM, CachedEmbeddings, bench_stub
 
 KB = "scifact100k"
-EMBED_CHARS = 300
-SEED = 5
 
 
-def vectors(texts: list[str], name: str, cache: Path) -> np.ndarray:
-    """The local model's vectors for `texts`, cached in `cache` by the texts' digest."""
-    digest = hashlib.sha256("\0".join(texts).encode()).hexdigest()[:16]
-    path = cache / f"scifact-{name}-{MODEL}-{digest}.npy"
-    if path.exists():
-        return np.load(path)
-    print(f"embedding {len(texts):,} {name} texts with {MODEL} (once; cached in {path})", flush=True)
-    started = time.perf_counter()
-    out = np.asarray(local_encoder()(texts), dtype=np.float32)
-    print(f"  {time.perf_counter() - started:.0f}s", flush=True)
-    cache.mkdir(parents=True, exist_ok=True)
-    np.save(path, out)
-    return out
-
-
-def tile(base: np.ndarray, n: int, seed: int = SEED) -> tuple[np.ndarray, np.ndarray]:
-    """(n vectors, the source document of each): tile 0 is `base`, later tiles mix and perturb it."""
-    rng = np.random.default_rng(seed)
-    count = len(base)
-    parts, sources = [base], [np.arange(count)]
-    total = count
-    while total < n:
-        other = base[rng.permutation(count)]
-        noise = rng.standard_normal(base.shape).astype(np.float32) * (0.1 / np.sqrt(base.shape[1]))
-        mixed = base + 0.25 * other + noise
-        parts.append(mixed / np.linalg.norm(mixed, axis=1, keepdims=True))
-        sources.append(np.arange(count))
-        total += count
-    return np.concatenate(parts)[:n].astype(np.float32), np.concatenate(sources)[:n]
-
-
-def exact_top10(data: np.ndarray, queries: np.ndarray) -> list[set[int]]:
-    scores = queries @ data.T
-    top = np.argpartition(-scores, 10, axis=1)[:, :10]
-    return [set(map(int, row)) for row in top]
-
-
-def _vector_text(v: np.ndarray) -> str:
-    return "[" + ",".join(f"{x:.7g}" for x in v) + "]"
-
-
-def bulk_load(url: str, table: str, data: np.ndarray, texts: list[str], sources: np.ndarray) -> float:
-    """COPY the chunks in, the HNSW index dropped first (`rebuild` builds it over every row after, as
-    `CREATE INDEX ON KNOWLEDGE_BASE` does); seconds taken."""
-    import psycopg
-
-    started = time.perf_counter()
-    with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
-        conn.execute(f"DROP INDEX IF EXISTS {table}_hnsw")
-        with (
-            conn.cursor() as cur,
-            cur.copy(
-                f"COPY {table} (chunk_id, doc_id, content, content_hash, metadata, embedding) FROM STDIN"
-            ) as copy,
-        ):
-            for i in range(len(data)):
-                t, s = i // len(texts), int(sources[i])
-                content = texts[s] if t == 0 else f"[tile {t}] {texts[s]}"
-                row_id = f"{s}:{t}"
-                copy.write_row(
-                    (
-                        f"{row_id}:0",
-                        row_id,
-                        content,
-                        hashlib.sha256(content.encode()).hexdigest(),
-                        f'{{"_original_doc_id": "{row_id}", "tile": {t}}}',
-                        _vector_text(data[i]),
-                    )
-                )
-        conn.execute(f"ANALYZE {table}")
-        conn.execute("UPDATE knowledge_bases SET updated_at = now() WHERE storage_table = %s", (table,))
-    took = time.perf_counter() - started
-    print(f"  COPY {len(data):,} rows {took:.0f}s", flush=True)
-    return took
-
-
-def _load() -> str:
+def load_average() -> str:
     return ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
@@ -168,7 +89,7 @@ def ef_sweep(
                     "recall@10": round(float(np.mean(recalls)), 4),
                     **summary_ms(took),
                     "pg_execution_p50_ms": summary_ms(executed)["p50_ms"],
-                    "load_average": _load(),
+                    "load_average": load_average(),
                 }
             )
             print(
@@ -215,7 +136,7 @@ def http_at(
     out: list[dict[str, Any]] = []
     for hybrid in (False, True):
         for round_ in range(rounds):
-            before = _load()
+            before = load_average()
             got = run_queries(client, base, query_texts, hybrid)
             if round_ < rounds - 1:
                 continue
@@ -235,7 +156,7 @@ def http_at(
                         "p95_ms": got[path]["p95_ms"],
                         # the SQL statement runs the same search as REST
                         "recall@10": round(recall, 4) if not hybrid else None,
-                        "load_average": f"{before} / {_load()}",
+                        "load_average": f"{before} / {load_average()}",
                     }
                 )
             print(
@@ -255,7 +176,7 @@ def http_floor(client: httpx.Client, base: str, n: int = 300) -> dict[str, Any]:
         t = time.perf_counter()
         client.get(f"{base}/api/util/ping").raise_for_status()
         took.append(time.perf_counter() - t)
-    out = {**summary_ms(took), "load_average": _load()}
+    out = {**summary_ms(took), "load_average": load_average()}
     print(f"  GET /api/util/ping: p50 {out['p50_ms']} ms p95 {out['p95_ms']} ms, load {out['load_average']}")
     return out
 
@@ -273,55 +194,37 @@ def rebuild(client: httpx.Client, base: str, m: int, ef_construction: int) -> fl
     return took
 
 
-def _ints(value: str) -> list[int]:
-    return [int(x) for x in value.split(",") if x]
+def lexical_ready(client: httpx.Client, base: str, queries: list[str], timeout: float = 3600) -> float:
+    """Seconds until the KB's hybrid searches rank with BM25 (their top 10 differ from the vector-only one
+    for one of `queries`); the first hybrid search starts the index's build."""
+    url = f"{base}/api/projects/mindsdb/knowledge_bases/{KB}/search"
+    started = time.perf_counter()
+    while True:
+        for q in queries:
+            found = [
+                [
+                    h["chunk_id"]
+                    for h in client.post(url, json={"query": q, "limit": 10, "hybrid_search": h}).json()
+                ]
+                for h in (False, True)
+            ]
+            if found[0] != found[1]:
+                took = time.perf_counter() - started
+                print(f"  BM25 index ready after {took:.0f}s", flush=True)
+                return took
+        if time.perf_counter() - started > timeout:
+            raise RuntimeError(f"hybrid searches still rank by vectors alone after {timeout:g}s")
+        time.sleep(2)
 
 
-def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench search100k", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--chunks", type=int, help="chunks after tiling (default 100,000; --quick 20,000)")
-    parser.add_argument("--docs", type=int, help="tile only the first N SciFact documents (default: all)")
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--rounds", type=int, default=2, help="passes over the 300 queries (the first warms)")
-    parser.add_argument("--sweep", type=_ints, default=[40, 100, 200, 400, 800, 1000], help="SQL-only efs")
-    parser.add_argument("--http-ef", type=_ints, default=[100, 400, 1000], help="ef_search values over HTTP")
-    parser.add_argument(
-        "--builds",
-        default="16:64",
-        help="HNSW builds to measure, m:ef_construction comma-separated, each by CREATE INDEX ON "
-        "KNOWLEDGE_BASE over the API (pgvector's defaults: 16:64)",
+@contextmanager
+def served_kb(corpus: Corpus, embed: CachedEmbeddings) -> Iterator[tuple[httpx.Client, Any, str, str]]:
+    """`agentkb serve` with the KB created (stub embedder `embed`, which holds the queries' vectors):
+    (client, server, its PostgreSQL's URL, the KB's chunk table)."""
+    embed.vectors.update(dict(zip(corpus.query_texts, corpus.query_vectors, strict=True)))
+    embed.vectors.update(
+        {q.replace("'", ""): v for q, v in zip(corpus.query_texts, corpus.query_vectors, strict=True)}
     )
-    parser.add_argument("--cache-dir", type=Path, default=Path("/tmp/agentkb-bench"))
-    args = parser.parse_args(argv)
-    builds = [tuple(int(x) for x in b.split(":")) for b in args.builds.split(",")]
-
-    corpus, queries, _ = load()
-    texts = [c for _, c in corpus][: args.docs]
-    query_texts = [q for _, q in queries]
-    # the first EMBED_CHARS characters (title and opening) of each document: a tenth of the model's time
-    doc_vectors = vectors([t[:EMBED_CHARS] for t in texts], "corpus", args.cache_dir)
-    query_vectors = vectors(query_texts, "queries", args.cache_dir)
-    data, sources = tile(doc_vectors, args.chunks or (20_000 if args.quick else 100_000))
-    cosines = np.sum(data[len(texts) :] * doc_vectors[sources[len(texts) :]], axis=1)
-    print(
-        f"search100k: {len(data):,} vectors from {len(texts):,} SciFact documents "
-        f"(tiles' cosine to their source: mean {cosines.mean():.3f}, min {cosines.min():.3f}), "
-        f"{len(queries)} queries",
-        flush=True,
-    )
-    truth = exact_top10(data, query_vectors)
-    chunk_of = [f"{int(sources[i])}:{i // len(texts)}:0" for i in range(len(data))]
-    truth_ids = [{chunk_of[i] for i in want} for want in truth]
-    # how near-tied the exact top 10 are: the share of each query's top 10 that are copies of one document
-    same_source = float(np.mean([max(np.bincount(sources[list(want)])) / 10 for want in truth]))
-    embed = CachedEmbeddings(dict(zip(query_texts, query_vectors, strict=True)))
-    embed.vectors.update({q.replace("'", ""): v for q, v in zip(query_texts, query_vectors, strict=True)})
-    results: dict[str, Any] = {
-        "docs": len(texts),
-        "tiles_cosine_to_source_mean": round(float(cosines.mean()), 4),
-    }
-    results["top10_largest_same_document_share"] = round(same_source, 3)
-    load_before = _load()
     with bench_stub(embed) as stub, agentkb_server() as base, httpx.Client(timeout=120) as client:
         r = client.post(
             f"{base}/api/projects/mindsdb/knowledge_bases",
@@ -336,24 +239,72 @@ def main(argv: list[str]) -> None:
         with psycopg.connect(url) as conn:
             row = conn.execute("SELECT storage_table FROM knowledge_bases WHERE name = %s", (KB,)).fetchone()
         assert row is not None
-        results["load_s"] = round(bulk_load(url, row[0], data, texts, sources), 1)
-        results["builds"] = []
-        for m, ef_construction in builds:
-            build: dict[str, Any] = {"m": m, "ef_construction": ef_construction}
-            build["build_s"] = round(rebuild(client, base, m, ef_construction), 1)
-            build["http_floor"] = http_floor(client, base)
-            build["sql_sweep"] = ef_sweep(url, row[0], query_vectors, truth_ids, args.sweep)
-            build["http"] = [
-                x
-                for ef in args.http_ef
-                for x in http_at(client, base, ef, query_texts, truth_ids, args.rounds)
-            ]
-            results["builds"].append(build)
-    load_after = _load()
+        yield client, base, url, str(row[0])
+
+
+def measure_build(
+    client: httpx.Client,
+    base: str,
+    url: str,
+    table: str,
+    corpus: Corpus,
+    m: int,
+    ef_construction: int,
+    sweep: list[int],
+    http_efs: list[int] | None,
+    rounds: int,
+) -> dict[str, Any]:
+    """An HNSW build (`rebuild`), the HTTP floor, the SQL sweep and the HTTP searches at each of `http_efs`
+    (None: the smallest swept ef_search with recall@10 >= 0.95, or the largest swept)."""
+    build: dict[str, Any] = {"m": m, "ef_construction": ef_construction}
+    build["build_s"] = round(rebuild(client, base, m, ef_construction), 1)
+    build["http_floor"] = http_floor(client, base)
+    build["sql_sweep"] = ef_sweep(url, table, corpus.query_vectors, corpus.truth_ids, sweep)
+    if http_efs is None:
+        enough = [r["ef_search"] for r in build["sql_sweep"] if r["recall@10"] >= 0.95]
+        http_efs = [min(enough) if enough else max(sweep)]
+    build["bm25_ready_s"] = round(lexical_ready(client, base, corpus.query_texts[:20]), 1)
+    build["http"] = [
+        x for ef in http_efs for x in http_at(client, base, ef, corpus.query_texts, corpus.truth_ids, rounds)
+    ]
+    return build
+
+
+def ints(value: str) -> list[int]:
+    return [int(x) for x in value.split(",") if x]
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench search100k", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--chunks", type=int, help="chunks after tiling (default 100,000; --quick 20,000)")
+    parser.add_argument("--docs", type=int, help="tile only the first N SciFact documents (default: all)")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--rounds", type=int, default=2, help="passes over the 300 queries (the first warms)")
+    parser.add_argument("--sweep", type=ints, default=[40, 100, 200, 400, 800, 1000], help="SQL-only efs")
+    parser.add_argument("--http-ef", type=ints, default=[100, 400, 1000], help="ef_search values over HTTP")
+    parser.add_argument(
+        "--builds",
+        default="16:64",
+        help="HNSW builds to measure, m:ef_construction comma-separated, each by CREATE INDEX ON "
+        "KNOWLEDGE_BASE over the API (pgvector's defaults: 16:64)",
+    )
+    parser.add_argument("--cache-dir", type=Path, default=Path("/tmp/agentkb-bench"))
+    args = parser.parse_args(argv)
+    builds = [tuple(int(x) for x in b.split(":")) for b in args.builds.split(",")]
+    corpus = prepare(args.chunks or (20_000 if args.quick else 100_000), args.docs, args.cache_dir)
+    results: dict[str, Any] = dict(corpus.facts)
+    load_before = load_average()
+    with served_kb(corpus, CachedEmbeddings({})) as (client, base, url, table):
+        results["load_s"] = round(bulk_load(url, table, corpus.data, corpus.texts, corpus.sources), 1)
+        results["builds"] = [
+            measure_build(client, base, url, table, corpus, m, efc, args.sweep, args.http_ef, args.rounds)
+            for m, efc in builds
+        ]
+    load_after = load_average()
     for build in results["builds"]:
         print_table(
-            f"search100k: {len(data):,} chunks, HNSW m {build['m']} ef_construction {build['ef_construction']}"
-            " — the HNSW query alone (SQL, no HTTP)",
+            f"search100k: {len(corpus.data):,} chunks, HNSW m {build['m']} ef_construction "
+            f"{build['ef_construction']} — the HNSW query alone (SQL, no HTTP)",
             build["sql_sweep"],
         )
         print_table("over HTTP (one query at a time)", build["http"])
@@ -361,7 +312,7 @@ def main(argv: list[str]) -> None:
     write_result(
         "search100k",
         {
-            "chunks": len(data),
+            "chunks": len(corpus.data),
             "load_average_before": load_before,
             "load_average_after": load_after,
             **results,

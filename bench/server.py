@@ -11,6 +11,7 @@ this process are passed through; `env` adds or overrides variables.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -23,6 +24,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -218,12 +220,57 @@ def cpu_seconds(server: Server) -> dict[str, float]:
             return 0.0
 
     python = used(psutil.Process(server.pid))
-    postgres = 0.0
+    postgres = sum(used(p) for p in postgres_processes(server))
+    return {"server_python_cpu_s": round(python, 3), "postgres_cpu_s": round(postgres, 3)}
+
+
+def postgres_processes(server: Server) -> list[Any]:
+    """The server's embedded PostgreSQL: its postmaster (found by its data directory) and every process
+    under it (psutil.Process objects)."""
+    import psutil
+
     marker = str(server.data_dir / "pg")
+    found = []
     for p in psutil.process_iter(attrs=("name", "cmdline")):
         if p.info["name"] == "postgres" and marker in " ".join(p.info["cmdline"] or []):
-            postgres += used(p) + sum(used(c) for c in p.children(recursive=True))
-    return {"server_python_cpu_s": round(python, 3), "postgres_cpu_s": round(postgres, 3)}
+            with contextlib.suppress(psutil.Error):
+                found += [p, *p.children(recursive=True)]
+    return found
+
+
+def memory(server: Server) -> dict[str, float]:
+    """Memory now, in MiB: the server's processes (the `agentkb serve` process and its children but
+    PostgreSQL: RSS, and the peak RSS of the main one, VmHWM), and PostgreSQL's process tree: the sum of
+    RSS (counts shared memory, `shared_buffers`, once per process that touched it) and of PSS (shared pages
+    split between the processes sharing them: what the tree holds)."""
+    import psutil
+
+    mib = 2**20
+    main = psutil.Process(server.pid)
+    postgres = postgres_processes(server)
+    pg_pids = {p.pid for p in postgres}
+    ours = [main, *(c for c in main.children(recursive=True) if c.pid not in pg_pids)]
+    rss = pss = 0
+    for p in postgres:
+        with contextlib.suppress(psutil.Error):
+            info = p.memory_full_info()
+            rss, pss = rss + info.rss, pss + info.pss
+    peak = next(
+        (
+            int(line.split()[1]) * 1024
+            for line in Path(f"/proc/{server.pid}/status").read_text().splitlines()
+            if line.startswith("VmHWM:")
+        ),
+        0,
+    )
+    return {
+        "server_rss_mib": round(sum(p.memory_info().rss for p in ours) / mib, 1),
+        "server_peak_rss_mib": round(peak / mib, 1),
+        "server_processes": len(ours),
+        "postgres_rss_sum_mib": round(rss / mib, 1),
+        "postgres_pss_sum_mib": round(pss / mib, 1),
+        "postgres_processes": len(postgres),
+    }
 
 
 def cpu_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:

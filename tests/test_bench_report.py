@@ -10,13 +10,14 @@ import pytest
 from bench import common, report
 
 
-def _write(folder: Path, name: str, when: str, quick: bool = False) -> None:
+def _write(folder: Path, name: str, when: str, quick: bool = False, mode: str = "") -> None:
     document = {
         "benchmark": "peer",
         "when": when,
         "machine": {"cpu": "AMD EPYC"},
         "quick": quick,
         "table": [],
+        **({"mode": mode} if mode else {}),
     }
     (folder / name).write_text(json.dumps(document))
 
@@ -52,6 +53,20 @@ def test_the_newest_result_is_picked_by_the_time_inside_not_the_name(
     )  # newer, but quick
     picked = report.newest("peer")
     assert picked is not None and picked[0].name == "peer-20000101T0000-aaa.json"
+
+
+def test_a_run_in_another_mode_has_a_section_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(common, "RESULTS", tmp_path)
+    _write(tmp_path, "peer-20000101T0000-aaa.json", "2026-11-20T00:00:00+00:00")
+    _write(tmp_path, "peer-20000101T0100-aaa.json", "2026-11-21T00:00:00+00:00", mode="32 concurrent clients")
+    plain, clients = report.newest("peer"), report.newest("peer", "32 concurrent clients")
+    assert plain is not None and plain[0].name == "peer-20000101T0000-aaa.json"
+    assert clients is not None and clients[0].name == "peer-20000101T0100-aaa.json"
+    page = report.render()
+    assert "\n## peer\n" in page and "\n## peer, 32 concurrent clients\n" in page
+    assert "[peer, 32 concurrent clients](#peer-32-concurrent-clients)" in page
 
 
 def test_benchmarks_page_is_what_bench_report_writes() -> None:

@@ -118,6 +118,30 @@ async def test_delta_is_searched_exactly_and_merges_keep_results(
         await db.close()
 
 
+async def test_an_hnsw_build_gets_256mb_at_least_and_keeps_a_larger_setting(
+    served: Any, pg_url: str, unique: str
+) -> None:
+    """An explicit rebuild raises `maintenance_work_mem` to 256 MB for its transaction, but never lowers a
+    larger setting (an operator's, for a graph that needs more memory to be built in memory)."""
+    db = Database(pg_url, pool_size=2)
+    table = f"kb_chunks_memory_{unique}"
+    setting = text("SELECT current_setting('maintenance_work_mem')")
+    try:
+        async with db.transaction() as conn:
+            await chunks.create_chunk_table(conn, table, DIM)
+            await chunks.copy_new_chunks(conn, table, rows(unit(np.random.default_rng(12), 20), 0))
+        for before, during in (("64MB", "256MB"), ("1GB", "1GB")):
+            async with db.transaction() as conn:
+                await conn.execute(text(f"SET LOCAL maintenance_work_mem = '{before}'"))
+                await chunks.rebuild_vector_index(conn, table, DIM, None)
+                assert await conn.scalar(setting) == during
+            assert (await state(db, table))[1:] == ([f"{table}_hnsw"], 0)
+    finally:
+        async with db.transaction() as conn:
+            await chunks.drop_chunk_table(conn, table)
+        await db.close()
+
+
 async def index_scans(conn: Any, table: str) -> tuple[int, int]:
     """(scans of the table's HNSW index, scans of its `seq` index) so far in this transaction."""
     row = (

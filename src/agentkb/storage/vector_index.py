@@ -28,6 +28,7 @@ HNSW_OPTIONS = ("m", "ef_construction")
 STATE = "chunk_vector_indexes"
 MERGE_LOCK_CLASS = 7_340_033  # advisory locks of a table's merges and rebuilds (key 2: hashtext(table))
 CACHE_S = 2.0  # how long a process trusts a watermark it read (a stale one is correct, only slower)
+BUILD_MEMORY = "256MB"  # the least `maintenance_work_mem` an HNSW build gets
 _cache: dict[str, tuple[int, float]] = {}
 
 
@@ -42,6 +43,17 @@ def distance_ops(dim: int) -> str:
 
 def index_name(table: str) -> str:
     return f"{table}_hnsw"
+
+
+def build_memory_sql(*, local: bool) -> str:
+    """`maintenance_work_mem` raised to `BUILD_MEMORY` for an HNSW build, never lowered: pgvector builds the
+    graph in memory while it fits (row by row on disk after, far slower), so a larger setting (the server's,
+    an operator's `ALTER SYSTEM` or `ALTER ROLE` for a large knowledge base) is kept. `local`: for the
+    transaction only (`SET LOCAL`), else for the session."""
+    return (
+        f"SELECT set_config('maintenance_work_mem', '{BUILD_MEMORY}', {str(local).lower()}) "
+        f"WHERE pg_size_bytes(current_setting('maintenance_work_mem')) < pg_size_bytes('{BUILD_MEMORY}')"
+    )
 
 
 def hnsw_sql(
@@ -150,7 +162,7 @@ async def rebuild(conn: AsyncConnection, table: str, dim: int, options: Mapping[
     for name in await vector_indexes(conn, table):
         await conn.execute(text(f"DROP INDEX {name}"))
     mark = int(await conn.scalar(text(f"SELECT coalesce(max(seq), 0) FROM {table}")) or 0)
-    await conn.execute(text("SET LOCAL maintenance_work_mem = '256MB'"))
+    await conn.execute(text(build_memory_sql(local=True)))
     await conn.execute(text(hnsw_sql(table, dim, mark, options)))
     await set_watermark(conn, table, mark)
 

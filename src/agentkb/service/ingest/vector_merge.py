@@ -150,7 +150,7 @@ class VectorIndexMerger:
         fresh = f"{vi.index_name(table)}_new"
         await conn.execute(text(f"DROP INDEX CONCURRENTLY IF EXISTS {fresh}"))  # a failed build's leftover
         mark = int(await conn.scalar(text(f"SELECT coalesce(max(seq), 0) FROM {table}")) or 0)
-        await conn.execute(text("SET maintenance_work_mem = '256MB'"))
+        await conn.execute(text(vi.build_memory_sql(local=False)))
         if serial:
             await conn.execute(text("SET max_parallel_maintenance_workers = 0"))
         try:
