@@ -51,6 +51,12 @@ def contains_last(node: Any) -> bool:
     return any(contains_last(child) for child in _children(node))
 
 
+def statement_has_last(statement: Any, sql: str | None) -> bool:
+    """`contains_last`, without walking the statement when its text `sql` (if known) has no "last" in it:
+    only the keyword makes a LAST node, and most statements are not jobs'."""
+    return (sql is None or "last" in sql.lower()) and contains_last(statement)
+
+
 @dataclass
 class _Condition:
     node: ast.BinaryOperation

@@ -87,7 +87,7 @@ class SQLService:
         statement = self.parse(sql)
         if sql_params.needs_binding(sql, params):
             sql_params.bind(statement, params)  # `:name` and `@name`, as MindsDB binds them
-        if last.contains_last(statement):
+        if last.statement_has_last(statement, sql):
             raise BadRequest(
                 "LAST reads the rows past the previous run of a job: use it in a CREATE JOB's statements",
                 title="Invalid LAST",
@@ -109,7 +109,7 @@ class SQLService:
         if handler is None:
             text = (sql or statement.to_string()).strip()[:80]
             raise BadRequest(f"Unsupported statement: {type(statement).__name__} ({text})")
-        if last.contains_last(statement):
+        if last.statement_has_last(statement, sql):
             raise BadRequest(last.WHERE_TO_USE, title="Invalid LAST")
         if not isinstance(statement, READ_STATEMENTS):
             access.require_write(f"SQL {statement_kind(statement)}")
