@@ -247,12 +247,13 @@ class TextGenerator:
         return out
 
 
-def check(response: Any) -> Any:
-    """Raise with the problem detail on a non-2xx httpx response; return it otherwise."""
+def check(response: Any, what: str = "") -> Any:
+    """Raise with the problem detail on a non-2xx httpx response (`what` first, when given); return it
+    otherwise."""
     if response.status_code >= 300:
         raise RuntimeError(
-            f"{response.request.method} {response.request.url} -> {response.status_code}: "
-            f"{response.text[:500]}"
+            f"{what + ': ' if what else ''}{response.request.method} {response.request.url} -> "
+            f"{response.status_code}: {response.text[:500]}"
         )
     return response
 

@@ -54,12 +54,10 @@ import httpx
 from bench.agent import Client, chunk_kinds
 from bench.common import TextGenerator, print_table, rate, sql, summary_ms, write_result
 from bench.mindsdb import mindsdb_server
+from bench.peer_setup import AGENT, KB, PROJECT, create_agent, create_kb, drop, insert
 from bench.stubs import bench_stub, kb_tool_then_answer, last_user_text, precomputed
 from tests.openai_stub import CHAT_ANSWER, OpenAIStub, Reply
 
-PROJECT = "mindsdb"
-KB = "bench_peer_kb"
-AGENT = "bench_peer_agent"
 SEED = 41
 WARM_UP = 5  # searches before the timed ones, with queries not among them
 
@@ -106,69 +104,6 @@ def _kinds(chunks: list[Any]) -> list[str]:
 def _computed(stub: OpenAIStub) -> int:
     """How many texts the stub has computed a vector for on request (all of them with `--computed-vectors`)."""
     return int(getattr(stub.embed, "misses", stub.texts))
-
-
-def _ok(response: httpx.Response, what: str) -> httpx.Response:
-    if response.status_code >= 300:
-        raise RuntimeError(
-            f"{what}: {response.request.method} {response.request.url} -> {response.status_code}: "
-            f"{response.text[:500]}"
-        )
-    return response
-
-
-def drop(client: httpx.Client, base: str) -> None:
-    """The benchmark's agent and KB deleted, where they exist."""
-    client.delete(f"{base}/api/projects/{PROJECT}/agents/{AGENT}")
-    client.delete(f"{base}/api/projects/{PROJECT}/knowledge_bases/{KB}")
-
-
-def create_kb(client: httpx.Client, kbs: str, embedding_model: dict[str, Any]) -> float:
-    """The benchmark's KB (`id`, `body` as content, `topic` as metadata) at the KB collection `kbs`; ms taken."""
-    started = time.perf_counter()
-    _ok(
-        client.post(
-            kbs,
-            json={
-                "knowledge_base": {
-                    "name": KB,
-                    "embedding_model": embedding_model,
-                    "id_column": "id",
-                    "content_columns": ["body"],
-                    "metadata_columns": ["topic"],
-                }
-            },
-        ),
-        "create KB",
-    )
-    return round((time.perf_counter() - started) * 1000, 2)
-
-
-def insert(client: httpx.Client, kbs: str, rows: list[dict[str, Any]], batch: int, what: str) -> list[float]:
-    """`rows` into the KB, `batch` a PUT; each PUT's seconds."""
-    puts: list[float] = []
-    for start in range(0, len(rows), batch):
-        t = time.perf_counter()
-        _ok(client.put(f"{kbs}/{KB}", json={"knowledge_base": {"rows": rows[start : start + batch]}}), what)
-        puts.append(time.perf_counter() - t)
-    return puts
-
-
-def create_agent(client: httpx.Client, agents: str, stub: OpenAIStub) -> None:
-    """The agent over the KB, its model the scripted stub LLM (`chat_script`)."""
-    _ok(
-        client.post(
-            agents,
-            json={
-                "agent": {
-                    "name": AGENT,
-                    "model": stub.chat_model(),
-                    "data": {"knowledge_bases": [f"{PROJECT}.{KB}"], "tables": []},
-                }
-            },
-        ),
-        "create agent",
-    )
 
 
 def workload(

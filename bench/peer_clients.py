@@ -34,7 +34,7 @@ import httpx
 
 from bench.common import print_table, write_result
 from bench.http import run_load, summarise
-from bench.peer import AGENT, KB, PROJECT, create_agent, create_kb, drop, insert
+from bench.peer_setup import AGENT, KB, PROJECT, create_agent, create_kb, drop, insert
 from tests.openai_stub import OpenAIStub
 
 ERROR_ANSWER = r'"type"\s*:\s*"error"'  # a SQL answer of type error, an error chunk of a stream

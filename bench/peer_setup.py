@@ -1,0 +1,70 @@
+"""The peer benchmark's setup on either server (`bench.peer` and `bench.peer_clients` both use it): the KB and
+the agent it creates, the rows it inserts, and dropping them again."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+
+from bench.common import check
+from tests.openai_stub import OpenAIStub
+
+PROJECT = "mindsdb"
+KB = "bench_peer_kb"
+AGENT = "bench_peer_agent"
+
+
+def drop(client: httpx.Client, base: str) -> None:
+    """The benchmark's agent and KB deleted, where they exist."""
+    client.delete(f"{base}/api/projects/{PROJECT}/agents/{AGENT}")
+    client.delete(f"{base}/api/projects/{PROJECT}/knowledge_bases/{KB}")
+
+
+def create_kb(client: httpx.Client, kbs: str, embedding_model: dict[str, Any]) -> float:
+    """The benchmark's KB (`id`, `body` as content, `topic` as metadata) at the KB collection `kbs`; ms taken."""
+    started = time.perf_counter()
+    check(
+        client.post(
+            kbs,
+            json={
+                "knowledge_base": {
+                    "name": KB,
+                    "embedding_model": embedding_model,
+                    "id_column": "id",
+                    "content_columns": ["body"],
+                    "metadata_columns": ["topic"],
+                }
+            },
+        ),
+        "create KB",
+    )
+    return round((time.perf_counter() - started) * 1000, 2)
+
+
+def insert(client: httpx.Client, kbs: str, rows: list[dict[str, Any]], batch: int, what: str) -> list[float]:
+    """`rows` into the KB, `batch` a PUT; each PUT's seconds."""
+    puts: list[float] = []
+    for start in range(0, len(rows), batch):
+        t = time.perf_counter()
+        check(client.put(f"{kbs}/{KB}", json={"knowledge_base": {"rows": rows[start : start + batch]}}), what)
+        puts.append(time.perf_counter() - t)
+    return puts
+
+
+def create_agent(client: httpx.Client, agents: str, stub: OpenAIStub) -> None:
+    """The agent over the KB, its model the scripted stub LLM (`chat_script`)."""
+    check(
+        client.post(
+            agents,
+            json={
+                "agent": {
+                    "name": AGENT,
+                    "model": stub.chat_model(),
+                    "data": {"knowledge_bases": [f"{PROJECT}.{KB}"], "tables": []},
+                }
+            },
+        ),
+        "create agent",
+    )
