@@ -53,7 +53,8 @@ SETTING_KEYS = (
 )
 
 
-def _host(url: str | None) -> str | None:
+def url_host(url: str | None) -> str | None:
+    """The lower-cased host of `url`; None for no URL, one without a host, or one that does not parse."""
     if not url:
         return None
     try:
@@ -65,7 +66,7 @@ def _host(url: str | None) -> str | None:
 def openai_env_key(base_url: str | None) -> str | None:
     """`OPENAI_API_KEY` for OpenAI itself (no base_url, or one on api.openai.com); never for another
     server named by `base_url`."""
-    if base_url is None or _host(base_url) == OPENAI_HOST:
+    if base_url is None or url_host(base_url) == OPENAI_HOST:
         return os.environ.get("OPENAI_API_KEY") or None
     return None
 
@@ -104,7 +105,7 @@ def model_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def _env_key(provider: str, base_url: str | None) -> str | None:
     names, host = ENV_KEYS.get(provider, ((), None))
-    if base_url is not None and (host is None or _host(base_url) != host):
+    if base_url is not None and (host is None or url_host(base_url) != host):
         return None  # the server's key never goes to a server the agent names
     return next((os.environ[n] for n in names if os.environ.get(n)), None)
 

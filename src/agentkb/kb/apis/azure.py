@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from agentkb.kb.apis.names import AZURE, environment, host, http_url, required, text
+from agentkb.credentials import url_host
+from agentkb.kb.apis.names import AZURE, environment, http_url, required, text
 
 ENV_KEY = "AZURE_OPENAI_API_KEY"
 ENV_ENDPOINT = "AZURE_OPENAI_ENDPOINT"
@@ -58,7 +59,7 @@ def deployment(config: Mapping[str, Any], field: str) -> AzureDeployment:
     if version is None:
         raise required(field, "api_version", AZURE, f"e.g. 2024-02-01, or {ENV_VERSION}")
     key = text(config, "api_key", "azure_openai_api_key")
-    if key is None and (given is None or host(given) == host(env_endpoint)):
+    if key is None and (given is None or url_host(given) == url_host(env_endpoint)):
         key = environment(ENV_KEY)
     name = text(config, "deployment", "azure_deployment", "model_name")
     if name is None:

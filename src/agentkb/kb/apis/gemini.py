@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from agentkb.kb.apis.names import environment, host, http_url, required, text
+from agentkb.credentials import url_host
+from agentkb.kb.apis.names import environment, http_url, required, text
 
 BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
 HOST = "generativelanguage.googleapis.com"
@@ -38,7 +39,7 @@ def model_path(model: str) -> str:
 def api(config: Mapping[str, Any], field: str) -> GeminiAPI:
     base_url = http_url(text(config, "base_url") or BASE_URL, field)
     key = text(config, "api_key", "google_api_key", "gemini_api_key")
-    if key is None and host(base_url) == HOST:
+    if key is None and url_host(base_url) == HOST:
         key = environment(*ENV_KEYS)
     if key is None:
         raise required(field, "api_key", "google", f"a Gemini API key, or {' / '.join(ENV_KEYS)}")

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import os
-from urllib.parse import urlsplit
 
-from agentkb.credentials import first_text
+from agentkb.credentials import first_text, url_host
 from agentkb.destinations import check_url
 from agentkb.errors import BadRequest
 
@@ -49,19 +48,10 @@ def environment(*names: str) -> str | None:
     return next((os.environ[n] for n in names if os.environ.get(n)), None)
 
 
-def host(url: str | None) -> str | None:
-    if not url:
-        return None
-    try:
-        return (urlsplit(url).hostname or "").lower() or None
-    except ValueError:
-        return None
-
-
 def http_url(url: str, field: str, key: str = "base_url") -> str:
     """`url` without a trailing slash, when it is an http(s) URL with a host this server may call; 400
     otherwise."""
-    if not url.startswith(("http://", "https://")) or host(url) is None:
+    if not url.startswith(("http://", "https://")) or url_host(url) is None:
         raise BadRequest(
             f"'{field}.{key}' must be an http(s) URL with a host, got {url!r}",
             title=f"Invalid {field.replace('_', ' ')}",
