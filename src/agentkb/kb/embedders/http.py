@@ -20,7 +20,7 @@ import contextlib
 import logging
 import math
 from abc import abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -217,6 +217,19 @@ class APIEmbedder(Embedder):
     def _retry_at_once(self, response: Answer) -> bool:
         """Whether a failed answer asks for the request to be made again, changed, without waiting."""
         return False
+
+    def _indexed_data(self, body: Any, expected: int, rows: Callable[[list[Any]], Vectors]) -> Vectors:
+        """The vectors of an answer shaped as OpenAI's: `data`, `expected` items of {"index", "embedding"},
+        put in index order; `rows` makes the array of their embeddings."""
+        data = body.get("data") if isinstance(body, dict) else None
+        if not isinstance(data, list) or len(data) != expected:
+            got = len(data) if isinstance(data, list) else "no"
+            raise self._error(f"expected {expected} embeddings in 'data', got {got}")
+        try:
+            items = sorted(data, key=lambda item: int(item.get("index", 0)))
+            return rows([item["embedding"] for item in items])
+        except (AttributeError, KeyError, IndexError, TypeError, ValueError) as exc:  # binascii.Error too
+            raise self._error(f"malformed embeddings response ({type(exc).__name__}: {exc})") from exc
 
     async def dimension(self) -> int:
         if self._dim is None:

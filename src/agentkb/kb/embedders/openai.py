@@ -11,7 +11,6 @@ this embedder lives. The HTTP side (session, proxies, retries) is `http.APIEmbed
 
 from __future__ import annotations
 
-import binascii
 from typing import Any, Self
 
 import aiohttp
@@ -134,15 +133,7 @@ class OpenAIEmbedder(APIEmbedder):
         return False
 
     def _vectors(self, body: Any, expected: int) -> Vectors:
-        data = body.get("data") if isinstance(body, dict) else None
-        if not isinstance(data, list) or len(data) != expected:
-            got = len(data) if isinstance(data, list) else "no"
-            raise self._error(f"expected {expected} embeddings in 'data', got {got}")
-        try:
-            items = sorted(data, key=lambda item: int(item.get("index", 0)))
-            return _decode([item["embedding"] for item in items])
-        except (AttributeError, KeyError, TypeError, ValueError, binascii.Error) as exc:
-            raise self._error(f"malformed embeddings response ({type(exc).__name__}: {exc})") from exc
+        return self._indexed_data(body, expected, _decode)
 
 
 class AzureOpenAIEmbedder(OpenAIEmbedder):

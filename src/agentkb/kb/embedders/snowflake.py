@@ -33,12 +33,5 @@ class SnowflakeEmbedder(APIEmbedder):
         return Request(self.url, self.api.headers(), body)
 
     def _vectors(self, body: Any, expected: int) -> Vectors:
-        data = body.get("data") if isinstance(body, dict) else None
-        if not isinstance(data, list) or len(data) != expected:
-            got = len(data) if isinstance(data, list) else "no"
-            raise self._error(f"expected {expected} embeddings in 'data', got {got}")
-        try:
-            items = sorted(data, key=lambda item: int(item.get("index", 0)))
-            return float_rows([item["embedding"][0] for item in items])
-        except (AttributeError, KeyError, IndexError, TypeError, ValueError) as exc:
-            raise self._error(f"malformed embeddings response ({type(exc).__name__}: {exc})") from exc
+        # Snowflake's `data` is OpenAI's, each embedding a list holding the one vector
+        return self._indexed_data(body, expected, lambda embeddings: float_rows([e[0] for e in embeddings]))
