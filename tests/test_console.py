@@ -453,3 +453,17 @@ def test_a_queued_job_is_cancelled(secured: ServedApp) -> None:
         ) as r:
             r.read()
         assert [e["state"] for e in events(r)] == ["cancelled"]
+
+
+def test_console_pages_are_counted_and_unknown_ones_are_404(console: tuple[httpx.Client, str]) -> None:
+    """The pages are imported behind the console's door on its first request: their routes still match as the
+    app's own (a request is counted under its page's template) and a path none of them takes is a 404."""
+    client, _ = console
+    assert client.get("/console/projects/mindsdb/agents").status_code == 200
+    missing = client.get("/console/no-such-page")
+    assert missing.status_code == 404
+    assert client.get("/consoles").status_code == 404  # only /console and what is under it is the door's
+    metrics = client.get("/metrics").text
+    assert re.search(
+        r'agentkb_http_requests_total\{[^}]*route="/console/projects/\{project\}/agents"', metrics
+    )

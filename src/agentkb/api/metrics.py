@@ -39,13 +39,23 @@ def route_template(scope: Scope, routes: Sequence[BaseRoute]) -> str:
     path = getattr(route, "path", None)
     if isinstance(path, str):
         return path
+    return _matched(scope, routes) or metrics.UNMATCHED_ROUTE
+
+
+def _matched(scope: Scope, routes: Sequence[BaseRoute]) -> str | None:
+    """The template of the first of `routes` that matches `scope`; inside a door (the console's, whose
+    `routes` are its pages once loaded), the template of its route that matches."""
     for candidate in routes:
         match, _ = candidate.matches(scope)
-        if match is not Match.NONE:
-            path = getattr(candidate, "path", None)
-            if isinstance(path, str):
-                return path
-    return metrics.UNMATCHED_ROUTE
+        if match is Match.NONE:
+            continue
+        path = getattr(candidate, "path", None)
+        if isinstance(path, str):
+            return path
+        inner = getattr(candidate, "routes", None)
+        if isinstance(inner, list) and (found := _matched(scope, inner)) is not None:
+            return found
+    return None
 
 
 class RequestMetrics:
