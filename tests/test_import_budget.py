@@ -17,7 +17,7 @@ from sqlalchemy.engine import make_url
 
 # imported on first use: the MCP SDK, pydantic-ai and each provider's SDK, DuckDB, the file parsers and the
 # crawler's extractor and its httpx, the local embedders' engines, the API embedders' aiohttp, Alembic
-# (migrations due), the web console's pages and their templates' Jinja2
+# (migrations due), the web console's pages and their templates' Jinja2, NumPy (vectors are made on first use)
 HEAVY = (
     "mcp",
     "mcp_types",
@@ -51,6 +51,8 @@ HEAVY = (
     "alembic",
     "agentkb.console.pages",
     "jinja2",
+    "numpy",
+    "threadpoolctl",
 )
 SERVER = ("agentkb.app", "agentkb.api", "agentkb.console", "fastapi", "starlette", "uvicorn")
 

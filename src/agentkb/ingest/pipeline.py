@@ -24,9 +24,8 @@ import asyncio
 import datetime as dt
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import numpy as np
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb import metrics
@@ -37,6 +36,9 @@ from agentkb.kb.embedders.base import Embedder
 from agentkb.kb.preprocessing import CONTEXTUAL
 from agentkb.storage import chunks as store
 from agentkb.storage.chunks import ChunkWrite
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass(slots=True)

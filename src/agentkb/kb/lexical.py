@@ -22,9 +22,11 @@ import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
+
 
 log = logging.getLogger(__name__)
 SYNC_BUILD_MAX_CHUNKS = 20_000  # above this a first build runs in the background
@@ -75,6 +77,8 @@ def top_scoring(scores: np.ndarray, k: int) -> np.ndarray:
     Only the scoring chunks are ranked: bm25s's own top-k (`BM25.retrieve`) partitions the whole score array,
     and NumPy's `argpartition` for the largest k of an array that is mostly tied zeros is pathologically slow
     (far slower than the same top k of the non-zero scores alone)."""
+    import numpy as np
+
     hits = np.flatnonzero((scores > 0) & np.isfinite(scores))  # in index order
     if k <= 0:
         return hits[:0]

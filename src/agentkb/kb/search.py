@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb.kb.filters import Filter
@@ -16,6 +15,9 @@ from agentkb.kb.vectors import VectorSet, margin
 from agentkb.storage import chunk_search
 from agentkb.storage.chunk_filters import compile_filters
 from agentkb.storage.chunk_search import Retrieval, Row
+
+if TYPE_CHECKING:
+    import numpy as np
 
 DEFAULT_LIMIT = 10  # MindsDB's default and maximum for content searches
 MAX_CONTENT_LIMIT = 100

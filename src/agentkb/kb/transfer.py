@@ -24,7 +24,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
-import numpy as np
 import orjson
 import pybase64
 
@@ -139,6 +138,8 @@ def put_secrets(
 
 
 def encode_vector(vector: Any) -> str:
+    import numpy as np
+
     if hasattr(vector, "to_numpy"):  # pgvector's Vector (a server-side cursor's binary rows)
         vector = vector.to_numpy()
     return pybase64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
@@ -335,6 +336,8 @@ class ExportReader:
         return out
 
     def _chunk(self, record: Mapping[str, Any]) -> ChunkWrite:
+        import numpy as np
+
         assert self.header is not None
         metadata = record.get("metadata")
         if not isinstance(metadata, dict):

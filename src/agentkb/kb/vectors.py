@@ -18,17 +18,19 @@ together stay under the byte budget (`AGENTKB_VECTOR_CACHE_MB`), the least recen
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-
-import numpy as np
-from threadpoolctl import threadpool_limits
+from typing import TYPE_CHECKING
 
 from agentkb.storage.vector_index import MAX_VECTOR_INDEX_DIM
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +68,9 @@ class VectorSet:
     cosine distance to it is NaN too, ranked last)."""
 
     def __init__(self, version: datetime, chunk_ids: list[str], vectors: np.ndarray) -> None:
+        import numpy as np
+
+        single_threaded_blas()
         self.version = version
         self.chunk_ids = chunk_ids
         self.half = vectors.ndim == 2 and vectors.shape[1] > MAX_VECTOR_INDEX_DIM
@@ -80,6 +85,8 @@ class VectorSet:
 
     def nearest(self, query: np.ndarray, k: int) -> list[str]:
         """The chunk ids of the `k` rows nearest `query` by cosine distance, in no particular order."""
+        import numpy as np
+
         n = len(self.chunk_ids)
         if k <= 0 or n == 0:
             return []
@@ -98,17 +105,24 @@ class VectorSet:
 
 def _precision(vectors: np.ndarray, half: bool) -> np.ndarray:
     """As PostgreSQL compares them: wider than the index's limit, through `halfvec` (rounded to float16)."""
+    import numpy as np
+
     return vectors.astype(np.float16).astype(np.float32) if half else vectors
 
 
 Loader = Callable[[], Awaitable[Loaded]]
 
 
+@functools.cache
 def single_threaded_blas() -> None:
-    """Run NumPy's BLAS on one thread in this process (it applies process-wide). Its products here are small
-    (a KB's vectors, a query at a time) and the server runs one event loop: OpenBLAS's worker threads
-    shorten one product a little but then spin waiting for their next task, and a server answering searches
-    a few milliseconds apart spends far more CPU on that spinning than on the products themselves."""
+    """Run NumPy's BLAS on one thread in this process (it applies process-wide), once, as the first set is
+    made (NumPy, and with it its BLAS, is imported on first use). Its products here are small (a KB's vectors,
+    a query at a time) and the server runs one event loop: OpenBLAS's worker threads shorten one product a
+    little but then spin waiting for their next task, and a server answering searches a few milliseconds apart
+    spends far more CPU on that spinning than on the products themselves."""
+    import numpy  # noqa: F401  (loads the BLAS the limit applies to)
+    from threadpoolctl import threadpool_limits
+
     threadpool_limits(limits=1, user_api="blas")
 
 

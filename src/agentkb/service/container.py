@@ -11,7 +11,6 @@ from agentkb.ingest.crawl.source import UrlSource
 from agentkb.ingest.files.bounds import ParseLimits
 from agentkb.ingest.files.source import FileSource
 from agentkb.kb.embedders.registry import EmbedderRegistry
-from agentkb.kb.vectors import single_threaded_blas
 from agentkb.secrecy import SecretBox
 from agentkb.service.agents import A2AService, ChatService, CompletionService, MCPService
 from agentkb.service.catalog import (
@@ -113,7 +112,6 @@ def build_services(
     box = box or SecretBox.from_environment()
     reads = reads or ReadRouter(db, None)
     session_db = session_db or db
-    single_threaded_blas()  # the in-process vector ranking (kb.vectors)
     policy = data_source_policy(settings, db, reads.replica, session_db)
     data_sources = DataSourceService(db, box=box, policy=policy)
     agent_service = AgentService(db, settings.default_model, box=box)

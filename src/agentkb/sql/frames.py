@@ -18,7 +18,6 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import sqlglot
 from sqlglot.errors import SqlglotError
 
@@ -103,6 +102,8 @@ def load(
 ) -> None:
     """`frame` as the table `name`; `where` = (alias, DuckDB condition over that alias) keeps the rows
     passing the condition."""
+    import numpy as np
+
     columns = _unique(frame.columns)
     raw: dict[str, Any] = {}
     casts: list[str] = []

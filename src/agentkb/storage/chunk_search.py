@@ -9,9 +9,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -27,6 +26,9 @@ from agentkb.storage.db import (
     fetch_tuples,
     session_settings,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +219,8 @@ async def all_vectors(
     the index), found before any vector is read (a one-time filter). The vectors come as one `bytea` of
     pgvector's binary format (`vector_send`: a 4-byte header, then big-endian float32s), in the order of the
     ids (two aggregates over the same rows)."""
+    import numpy as np
+
     rows = await fetch_tuples(
         conn,
         f"WITH n AS (SELECT count(*) AS n FROM (SELECT 1 FROM {table} LIMIT :over) o), "

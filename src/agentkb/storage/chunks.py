@@ -13,9 +13,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import orjson
 from pgvector import Vector
 from sqlalchemy import text
@@ -24,6 +23,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from agentkb.storage import vector_index
 from agentkb.storage.db import TextArray, fetch_tuples
 from agentkb.storage.vector_index import MAX_VECTOR_INDEX_DIM, distance_ops, vector_expr
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["MAX_VECTOR_INDEX_DIM", "distance_ops", "vector_expr"]
 MAX_DIM = 4000  # pgvector indexes `halfvec` up to 4,000 dimensions
@@ -323,6 +325,8 @@ def _text_field(value: str) -> bytes:
 def _copy_row(w: ChunkWrite) -> bytes:
     """One chunk in binary COPY format: text fields as UTF-8, jsonb as version 1 and its text, the vector as
     pgvector's binary (dimensions, unused, big-endian float4s)."""
+    import numpy as np
+
     metadata = orjson.dumps(w.metadata)
     embedding = w.embedding.to_numpy() if isinstance(w.embedding, Vector) else w.embedding  # a stored one
     vector = np.ascontiguousarray(embedding, dtype=">f4").reshape(-1)

@@ -6,15 +6,17 @@ from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Self
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeAlias
 
 from agentkb import metrics
 from agentkb.errors import BadRequest
 
-Vectors = npt.NDArray[np.float32]
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+# NumPy is imported where vectors are made (a server's start does not need it)
+Vectors: TypeAlias = "npt.NDArray[np.float32]"
 QUERY_CACHE_SIZE = 1024  # query texts whose vectors an embedder keeps (least recently used dropped first)
 
 
@@ -33,6 +35,8 @@ class EmbedderStats:
 
 def l2_normalize(vectors: npt.ArrayLike) -> Vectors:
     """Rows scaled to unit length as float32 (all-zero rows stay zero)."""
+    import numpy as np
+
     array = np.asarray(vectors, dtype=np.float32)
     if array.ndim != 2:
         raise ValueError(f"expected a 2-D array of vectors, got shape {array.shape}")
@@ -87,6 +91,8 @@ class Embedder(ABC):
             if not isinstance(text, str):
                 raise TypeError(f"embedder input must be str, got {type(text).__name__}")
         if not batch:
+            import numpy as np
+
             return np.zeros((0, await self.dimension()), dtype=np.float32)
         self.stats.record(len(batch))
         provider = self.metrics_provider
@@ -111,6 +117,8 @@ class Embedder(ABC):
             metrics.query_embedding_cache_hits.labels(self.metrics_provider).inc()
             return cached
         vectors = await self.embed_documents([text])
+        import numpy as np
+
         vector = np.array(vectors[0], dtype=np.float32)
         vector.flags.writeable = False
         if self.query_cache_size > 0:

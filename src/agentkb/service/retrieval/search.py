@@ -10,7 +10,6 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from psycopg.errors import UndefinedTable
 from sqlalchemy.exc import ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -45,6 +44,7 @@ from agentkb.validation import check_storable
 
 if TYPE_CHECKING:
     import httpx
+    import numpy as np
 
 # BM25 over an index of up to this many chunks ranks inline, on the event loop: it is quick enough there (its
 # top k taken among the scoring chunks only: kb.lexical) that a hand-off to a thread costs concurrent searches
