@@ -345,3 +345,51 @@ def test_status_and_health(client: httpx.Client) -> None:
     assert status["auth"]["http_auth_enabled"] is False
     assert client.get("/health").json() == {"status": "ok"}
     assert client.get("/openapi.json").json()["info"]["title"] == "agentkb"
+
+
+def bm25_builds(client: httpx.Client) -> float:
+    found = re.search(r"^agentkb_bm25_index_builds_total (\S+)$", client.get("/metrics").text, re.M)
+    assert found, "the BM25 builds counter is exported"
+    return float(found.group(1))
+
+
+def test_a_settings_change_keeps_the_bm25_index_and_a_write_rebuilds_it(
+    client: httpx.Client, unique: str, pg_url: str
+) -> None:
+    """BM25 indexes are keyed by the KB's `content_version`: changing a setting (ef_search, as the 1M
+    benchmark does, or a reranker) moves `updated_at` but not it, so the next hybrid search reuses the index;
+    a write of chunks moves both, and the next hybrid search builds a new one."""
+    name = f"kb_{unique}"
+    kbs = "/api/projects/mindsdb/knowledge_bases"
+    assert client.post(kbs, json={"knowledge_base": {"name": name}}).status_code == 201
+    rows = [{"id": 1, "content": "the fuser unit overheated"}, {"id": 2, "content": "paper jam at the rear"}]
+    assert client.put(f"{kbs}/{name}", json={"knowledge_base": {"rows": rows}}).status_code == 200
+
+    def versions() -> tuple[Any, Any]:
+        with psycopg.connect(pg_url) as conn:
+            row = conn.execute(
+                "SELECT updated_at, content_version FROM knowledge_bases WHERE name = %s", (name,)
+            ).fetchone()
+        assert row is not None
+        return row[0], row[1]
+
+    def search() -> list[Any]:
+        found = client.post(f"{kbs}/{name}/search", json={"query": "fuser", "limit": 2})
+        assert found.status_code == 200, found.text
+        return [h["id"] for h in found.json()]
+
+    assert search()[0] == 1
+    built = bm25_builds(client)
+    before = versions()
+    altered = client.put(f"{kbs}/{name}", json={"knowledge_base": {"params": {"ef_search": 77}}})
+    assert altered.status_code == 200, altered.text
+    after = versions()
+    assert after[0] > before[0] and after[1] == before[1]  # the row moved, its chunks did not
+    assert search()[0] == 1
+    assert bm25_builds(client) == built  # the index outlived the settings change
+    changed = [{"id": 3, "content": "a fuser for the rear tray"}]
+    assert client.put(f"{kbs}/{name}", json={"knowledge_base": {"rows": changed}}).status_code == 200
+    assert versions()[1] > after[1]
+    assert sorted(search()) == [1, 3]
+    assert bm25_builds(client) == built + 1
+    assert client.delete(f"{kbs}/{name}").status_code == 204

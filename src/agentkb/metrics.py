@@ -138,6 +138,11 @@ search_duration = Histogram(
     ["mode"],
     buckets=LATENCY_BUCKETS,
 )
+bm25_index_builds = Counter(
+    "agentkb_bm25_index_builds",
+    "BM25 indexes built (a KB's first hybrid search, then after each write of its chunks; not after a change "
+    "of its settings).",
+)
 search_in_process = Counter(
     "agentkb_search_in_process_rankings",
     "Vector searches ranked among a KB's vectors held in the process (AGENTKB_VECTOR_CACHE_MB), by outcome: "

@@ -3,8 +3,10 @@
 PostgreSQL's `ts_rank` is a weak lexical ranker (BEIR SciFact nDCG@10 0.37 against BM25's 0.66 with the
 same corpus), so each process keeps a BM25 index per knowledge base (bm25s: sparse matrices, English
 stop words, Snowball stemming), built from the chunk table — PostgreSQL stays the one store; the index is
-a cache. It is keyed by the KB's `updated_at`, which every insert and delete moves (in the writing
-transaction, whichever process writes): the search reads that version in its own statement. A small KB
+a cache. It is keyed by the KB's `content_version`, which every write of chunks (insert, delete, a chunk's
+UPDATE) moves in the writing transaction, whichever process writes, with `updated_at`, which the search
+reads back in its own statement; a change of the KB's settings moves `updated_at` alone, so the index
+outlives it (at a million chunks a build takes minutes of a CPU). A small KB
 is (re)indexed on the search that finds it stale. A large one is re-indexed in the background, and its
 searches meanwhile use the index of the version before (the chunks it names are read back as they are
 now, so a deleted chunk is never returned; chunks written since are found by the vector side only);
@@ -23,6 +25,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
+
+from agentkb import metrics
 
 if TYPE_CHECKING:
     import numpy as np
@@ -131,6 +135,7 @@ class LexicalIndexes:
         except Exception:  # the vector side still answers; the next search tries again
             log.exception("BM25 index of knowledge base %s failed to build", kb_id)
             return None
+        metrics.bm25_index_builds.inc()
         with self._lock:  # the newest version is the one kept
             kept = self._indexes.get(kb_id)
             if kept is None or kept[0] <= version:

@@ -29,7 +29,8 @@ class KnowledgeBaseRow:
     storage_table: str
     vector_dim: int
     created_at: datetime
-    updated_at: datetime
+    updated_at: datetime  # moved by every change of the KB
+    content_version: datetime  # moved only when its chunks change (see `update`)
 
 
 def _row(r: RowMapping) -> KnowledgeBaseRow:
@@ -104,8 +105,12 @@ async def insert_new(conn: AsyncConnection, values: dict[str, Any]) -> bool:
     return (await conn.execute(stmt)).first() is not None
 
 
-async def update(conn: AsyncConnection, kb_id: int, values: dict[str, Any]) -> None:
-    await conn.execute(kbs.update().where(kbs.c.id == kb_id).values(**values, updated_at=func.now()))
+async def update(conn: AsyncConnection, kb_id: int, values: dict[str, Any], *, content: bool) -> None:
+    """Set `values` and move `updated_at`; `content`: the change wrote or deleted chunks (an insert, a delete
+    of documents, an UPDATE of a chunk), which moves `content_version` too: the caches built from the chunks
+    alone (BM25) are keyed by it, so a change of settings keeps them."""
+    moved = {"updated_at": func.now(), **({"content_version": func.now()} if content else {})}
+    await conn.execute(kbs.update().where(kbs.c.id == kb_id).values(**values, **moved))
 
 
 async def delete(conn: AsyncConnection, kb_id: int) -> None:

@@ -61,6 +61,8 @@ knowledge_bases = Table(
     Column("vector_dim", Integer, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    # when the chunks last changed (updated_at: any change); versions the caches built from the chunks
+    Column("content_version", DateTime(timezone=True), nullable=False, server_default=func.now()),
     UniqueConstraint("project_id", "name", name="knowledge_bases_project_name_key"),
 )
 

@@ -261,7 +261,8 @@ async def apply_settings(
     values["params"] = box.seal(params)  # a contextual LLM's new key
     if all(getattr(kb, key) == value for key, value in values.items()):
         return kb
-    await repo.update(conn, kb.id, values)
+    # a settings change keeps the chunks' caches (BM25); a new chunk table (another dimension) does not
+    await repo.update(conn, kb.id, values, content="vector_dim" in values)
     updated = await repo.get_by_id(conn, kb.id)
     assert updated is not None
     return updated
@@ -375,7 +376,7 @@ class KnowledgeBaseAdmin:
             meta["_updated_at"] = updated_at
             write = chunks.ChunkWrite(chunk_id, stored.doc_id, text, digest, meta, vector)
             await chunks.upsert_chunks(conn, kb.storage_table, [write])
-            await repo.update(conn, kb.id, {})  # a new updated_at: search caches (BM25) rebuild
+            await repo.update(conn, kb.id, {}, content=True)  # a new version: search caches (BM25) rebuild
             return 1
 
     async def rebuild_index(self, project_name: str, kb_name: str, given: Mapping[str, Any]) -> None:
@@ -394,7 +395,9 @@ class KnowledgeBaseAdmin:
                     conn, kb.storage_table, kb.vector_dim, options or kb.params.get("vector_index")
                 )
                 if options is not None:
-                    await repo.update(conn, kb.id, {"params": {**kb.params, "vector_index": options}})
+                    await repo.update(
+                        conn, kb.id, {"params": {**kb.params, "vector_index": options}}, content=False
+                    )
 
     async def last_job(self, kb: KnowledgeBaseRow) -> JobRow | None:
         """The KB's latest insert (DESCRIBE's INSERT_STARTED_AT, …, QUERY_ID)."""

@@ -216,5 +216,5 @@ class KnowledgeBaseService:
         async with self.db.transaction() as conn:
             kb = await kb_lookup.find(conn, project_name, kb_name, for_update=True)
             deleted = await chunk_search.delete_where(conn, kb.storage_table, where, params)
-            await repo.update(conn, kb.id, {})
+            await repo.update(conn, kb.id, {}, content=True)
             return deleted

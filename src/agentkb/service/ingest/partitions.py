@@ -93,7 +93,7 @@ class PartitionedInserts:
                         "skipped_existing": skipped + ingestor.skipped,
                     }
                     cancel = await jobs.save_partition(conn, job.id, counts, context)
-                    await repo.update(conn, kb.id, {})
+                    await repo.update(conn, kb.id, {}, content=True)
             except (JobCancelled, asyncio.CancelledError):
                 raise
             except Exception as exc:

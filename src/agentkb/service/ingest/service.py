@@ -236,7 +236,7 @@ class IngestService:
             if ingestor.skipped:
                 progress.counts["skipped_existing"] = ingestor.skipped
             if counts["written"] or counts["deleted"]:  # a new version: search caches (BM25) rebuild
-                await repo.update(conn, kb.id, {})
+                await repo.update(conn, kb.id, {}, content=True)
         self.writer.written(kb, ingestor)
 
     async def _apply_settings(
@@ -263,7 +263,7 @@ class IngestService:
         kb_admin.read_chunking(new_params, self.writer.box, kb.name)  # validate before anything is written
         if new_params == kb.params:
             return kb
-        await repo.update(conn, kb.id, {"params": new_params})
+        await repo.update(conn, kb.id, {"params": new_params}, content=False)
         updated = await repo.get_by_id(conn, kb.id)
         assert updated is not None
         return updated

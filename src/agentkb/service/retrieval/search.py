@@ -88,10 +88,11 @@ class KnowledgeBaseGone(NotFound):
 
 
 class SearchService:
-    """Searches, with per-process caches that stay right whatever process writes: KB rows by name, their
-    revealed embedding configurations and BM25 indexes, all keyed by the KB's `updated_at`, which each
-    search reads back in its one statement; a search that finds another version reloads the row and runs
-    again, one that finds the KB gone looks its name up again."""
+    """Searches, with per-process caches that stay right whatever process writes: KB rows by name and their
+    revealed embedding configurations, keyed by the KB's `updated_at`, which each search reads back in its
+    one statement; a search that finds another version reloads the row and runs again, one that finds the
+    KB gone looks its name up again. BM25 indexes are keyed by the row's `content_version` (moved with
+    `updated_at` by every write of chunks, and only then), so they outlive a change of settings."""
 
     def __init__(
         self,
@@ -227,8 +228,9 @@ class SearchService:
     async def _lexical_ids(self, kb: KnowledgeBaseRow, options: SearchOptions) -> list[str] | None:
         if options.query is None or lexical_weight(options) <= 0:
             return None
+        # keyed by the chunks' version, not the row's: a change of settings keeps a large KB's index
         index = await self.lexical.get(
-            kb.id, kb.updated_at, lambda: self._chunk_count(kb), lambda: self._texts(kb)
+            kb.id, kb.content_version, lambda: self._chunk_count(kb), lambda: self._texts(kb)
         )
         if index is not None and len(index.chunk_ids) > INLINE_BM25_MAX_CHUNKS:
             return await asyncio.to_thread(bm25_ids, index, options)
