@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -52,6 +53,9 @@ def serve(
     """Start the HTTP service. On a non-loopback --host it needs authentication (AGENTKB_USERNAME and
     AGENTKB_PASSWORD, or an API key from `agentkb keys create`) unless --allow-no-auth is given.
     SIGTERM/SIGINT stops it within AGENTKB_SHUTDOWN_GRACE_S; a second one at once."""
+    # no garbage collection while the server's modules import and its services start: it walks what will
+    # live as long as the process; started again once the server listens (cli.server.settle_garbage_collector)
+    gc.disable()
     from agentkb.logs import configure
     from agentkb.settings import Settings
     from agentkb.storage.embedded import EmbeddedPostgres
@@ -72,6 +76,8 @@ def serve(
         embedded = None  # the check's runtime used it and stopped it
     if workers > 1:
         from agentkb.cli.supervisor import serve_workers
+
+        gc.enable()  # the supervising process serves nothing; each server process pauses its own collector
 
         serve_workers(settings, overrides, workers)
         return

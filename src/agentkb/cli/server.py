@@ -36,17 +36,18 @@ GC_YOUNG_THRESHOLD = 50_000  # allocations between young collections (CPython's 
 
 
 def settle_garbage_collector() -> None:
-    """Once a server process has started: what start-up made (modules, the app, its services: ~300,000
+    """Once a server process has started: what start-up made (modules, the app, its services: ~160,000
     objects) moves to the collector's permanent generation (`gc.freeze`), so full collections no longer walk
     it, and young collections run every 50,000 allocations instead of every 700. Otherwise full collections
     grow slower as the heap grows and land inside almost every large insert, which allocates many short-lived
-    objects (docs/benchmarks.md has the insert figures). Only the young generations are collected first: a
-    full collection here walks every object start-up made (~80 ms, in front of the first request) and finds
-    next to nothing unreachable (none, on a started server); what it would have found stays frozen."""
-    gc.collect(1)
+    objects (docs/benchmarks.md has the insert figures). `agentkb serve` pauses the collector while it starts
+    (`gc.disable()` before its imports: two full collections of the growing heap cost ~100 ms of a start), so
+    it is started again here, after the freeze. Nothing is collected first: that walk (~100 ms, in front of
+    the first request) finds only start-up's few unreachable objects (~1,000, under 1 MB), which stay."""
     gc.freeze()
     _, middle, old = gc.get_threshold()
     gc.set_threshold(GC_YOUNG_THRESHOLD, middle, old)
+    gc.enable()
 
 
 class GracefulServer(uvicorn.Server):

@@ -16,6 +16,7 @@ that fails to start stops them all (exit status 3). A process whose parent dies 
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import multiprocessing
 import os
@@ -169,6 +170,7 @@ def _forget(child: _Child) -> None:
 
 def _child_main(sock: socket.socket, overrides: dict[str, Any], stop_conn: Connection) -> None:
     """One server process: the app on the shared socket, until a signal or the supervisor stops it."""
+    gc.disable()  # while it starts, as `agentkb serve`: started again once it listens (settle_garbage_collector)
     from agentkb.app import create_app
     from agentkb.logs import configure
 
