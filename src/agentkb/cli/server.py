@@ -118,6 +118,7 @@ def make_server(app: Any, *, host: str, port: int, grace_s: float) -> GracefulSe
         port=port,
         log_config=None,
         access_log=False,
+        ws="none",  # the app has no WebSocket route: uvicorn's WebSocket library is not even imported
         # X-Forwarded-* are read by the app, from AGENTKB_TRUSTED_PROXIES only (uvicorn would trust 127.0.0.1)
         proxy_headers=False,
         # requests in flight get half the grace period; the runtime closes in the other half
