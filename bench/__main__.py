@@ -12,6 +12,7 @@ SKIPPED_BY_ALL_QUICK = {
     "peer",
     "search100k",
     "search1m",
+    "halfvec1m",
 }  # compares with a server of one's own: run it by name
 QUICK_ARGS = {"startup": ["--repeat", "1"]}  # benchmarks without a --quick option of their own
 

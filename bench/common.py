@@ -31,6 +31,7 @@ BENCHMARKS = (  # `python -m bench <name>`, and `all` in this order
     "peer",
     "search100k",
     "search1m",
+    "halfvec1m",
     "jobs",
     "tokens",
     "failover",
