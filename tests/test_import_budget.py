@@ -11,9 +11,9 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
-from sqlalchemy.engine import make_url
+
+from tests.secret_helpers import fresh_database
 
 # imported on first use: the MCP SDK, pydantic-ai and each provider's SDK, DuckDB, the file parsers and the
 # crawler's extractor and its httpx, the local embedders' engines, the API embedders' aiohttp, Alembic
@@ -93,12 +93,8 @@ def test_help_imports_no_server() -> None:
 
 @pytest.fixture()
 def database(pg_url: str) -> Iterator[str]:
-    name = f"keys_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    yield make_url(pg_url).set(database=name).render_as_string(hide_password=False)
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    with fresh_database(pg_url, f"keys_{uuid.uuid4().hex[:8]}") as url:
+        yield url
 
 
 def test_keys_list_imports_no_server(database: str, tmp_path: Path) -> None:

@@ -13,23 +13,15 @@ import pytest
 from alembic import command
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine
-from sqlalchemy.engine import make_url
 
 from agentkb.storage import migrate
+from tests.secret_helpers import fresh_database, libpq
 
 
 @pytest.fixture()
 def empty_url(pg_url: str) -> Iterator[str]:
-    name = f"migrate_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    yield make_url(pg_url).set(database=name).render_as_string(hide_password=False)
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
-
-
-def _plain(url: str) -> str:
-    return url.replace("postgresql+psycopg://", "postgresql://")
+    with fresh_database(pg_url, f"migrate_{uuid.uuid4().hex[:8]}") as url:
+        yield url
 
 
 def test_heads_from_the_scripts_are_alembics() -> None:
@@ -50,7 +42,7 @@ def _upgrade_in_a_new_process(url: str) -> str:
 
 def test_a_current_database_is_left_alone_and_one_behind_is_upgraded(empty_url: str) -> None:
     assert _upgrade_in_a_new_process(empty_url) == "True"  # a new database: every migration runs
-    with psycopg.connect(_plain(empty_url), autocommit=True) as conn:
+    with psycopg.connect(libpq(empty_url), autocommit=True) as conn:
         rows = conn.execute("SELECT version_num FROM alembic_version").fetchall()
     assert frozenset(r[0] for r in rows) == migrate.head_revisions()
     assert _upgrade_in_a_new_process(empty_url) == "False"  # at the heads: one query, no Alembic
@@ -67,10 +59,10 @@ def test_a_current_database_is_left_alone_and_one_behind_is_upgraded(empty_url: 
             command.downgrade(config, "-1")
     finally:
         engine.dispose()
-    with psycopg.connect(_plain(empty_url), autocommit=True) as conn:
+    with psycopg.connect(libpq(empty_url), autocommit=True) as conn:
         rows = conn.execute("SELECT version_num FROM alembic_version").fetchall()
     assert [r[0] for r in rows] == [script.down_revision]
     assert _upgrade_in_a_new_process(empty_url) == "True"
-    with psycopg.connect(_plain(empty_url), autocommit=True) as conn:
+    with psycopg.connect(libpq(empty_url), autocommit=True) as conn:
         rows = conn.execute("SELECT version_num FROM alembic_version").fetchall()
     assert frozenset(r[0] for r in rows) == migrate.head_revisions()

@@ -14,9 +14,7 @@ from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import psycopg
 import pytest
-from sqlalchemy.engine import make_url
 
 from agentkb.errors import BadRequest
 from agentkb.service.catalog import JobInput, SQLJobCatalog
@@ -27,20 +25,16 @@ from agentkb.storage import migrate, sql_jobs
 from agentkb.storage import projects as project_rows
 from agentkb.storage.db import Database
 from agentkb.storage.sql_jobs import SQLJobRow
+from tests.secret_helpers import fresh_database
 
 WAIT_S = 60.0
 
 
 @pytest.fixture(scope="module")
 def sched_url(pg_url: str) -> Iterator[str]:
-    name = f"sched_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    url = make_url(pg_url).set(database=name).render_as_string(hide_password=False)
-    migrate.upgrade(url)
-    yield url
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    with fresh_database(pg_url, f"sched_{uuid.uuid4().hex[:8]}") as url:
+        migrate.upgrade(url)
+        yield url
 
 
 class Scripted(SQLJobRunner):
