@@ -227,8 +227,9 @@ def test_migration_drops_the_metadata_index(client: httpx.Client, unique: str, p
 def test_an_insert_that_changes_nothing_keeps_the_knowledge_base_version(
     client: httpx.Client, unique: str, pg_url: str
 ) -> None:
-    """The KB's `updated_at` versions its search caches (BM25): an insert that writes and deletes nothing
-    keeps it, so they stay warm; one that changes a row moves it."""
+    """The KB's `updated_at` versions its search caches (its BM25 index through `content_version`, which
+    moves with it on writes of chunks): an insert that writes and deletes nothing keeps it, so they stay
+    warm; one that changes a row moves it."""
     name = f"kb_{unique}"
     kbs = "/api/projects/mindsdb/knowledge_bases"
     assert client.post(kbs, json={"knowledge_base": {"name": name}}).status_code == 201

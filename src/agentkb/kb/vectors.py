@@ -4,11 +4,12 @@ final order) and the KB's version, still in one statement.
 
 This replaces the exact scan PostgreSQL runs over a chunk table with no HNSW index (storage.chunk_search),
 which computes each distance row by row, with one NumPy product over the same unit vectors, many times
-cheaper. The answers are the scan's: the candidates are a few more than asked for, and PostgreSQL's distances rank them. Like the
-BM25 indexes (kb.lexical), a set is a cache keyed by the KB's `updated_at`, which every write moves in its own
-transaction, whichever process writes: a set is loaded with the version it was read with, in one snapshot, and
-used only for a search of that version; the search reads the version back in its statement, so a write between
-the two is noticed (and the search run again in PostgreSQL). Sets load in the background, one at a time per KB
+cheaper. The answers are the scan's: the candidates are a few more than asked for, and PostgreSQL's distances
+rank them. A set is a cache keyed by the KB's `updated_at` (the BM25 indexes of kb.lexical are keyed by its
+`content_version`, which only writes of chunks move), which every change moves in its own transaction,
+whichever process writes: a set is loaded with the version it was read with, in one snapshot, and used only
+for a search of that version; the search reads the version back in its statement, so a write between the two
+is noticed (and the search run again in PostgreSQL). Sets load in the background, one at a time per KB
 (spaced out: `LOAD_SPACING`), after a search finds none of its version; until then searches scan in PostgreSQL
 as before. A table with more than `MAX_CHUNKS` chunks, or whose HNSW index holds any, is searched through the
 index, at the KB's breadth (a set found indexed since its load is dropped: `VectorSets.decline`); all sets
