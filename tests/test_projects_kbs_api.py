@@ -394,3 +394,41 @@ def test_a_settings_change_keeps_the_bm25_index_and_a_write_rebuilds_it(
     assert sorted(search()) == [1, 3]
     assert bm25_builds(client) == built + 1
     assert client.delete(f"{kbs}/{name}").status_code == 204
+
+
+def test_listings_find_the_project_in_one_query(client: httpx.Client, unique: str, pg_url: str) -> None:
+    """`GET …/agents` and `GET …/knowledge_bases` look the project up in the listing's own query: empty
+    projects list `[]`, unknown ones 404, the name matches case-insensitively with its exact spelling first,
+    and the rows come in creation order."""
+    name = f"lists_{unique}"
+    assert client.post("/api/projects", json={"name": name}).status_code == 201
+    for kind in ("agents", "knowledge_bases"):
+        assert client.get(f"/api/projects/{name}/{kind}").json() == []
+        assert client.get(f"/api/projects/{name.upper()}/{kind}").json() == []
+        assert_problem(client.get(f"/api/projects/{name}_none/{kind}"), 404)
+        assert_problem(client.get(f"/api/projects/bad%20name/{kind}"), 404)
+    for agent in ("zeta", "alpha"):
+        assert client.post(f"/api/projects/{name}/agents", json={"agent": {"name": agent}}).status_code == 201
+    for kb in ("kb_zeta", "kb_alpha"):
+        model = {"provider": "openai", "model_name": "text-embedding-3-small", "api_key": "sk-x"}
+        body = {"knowledge_base": {"name": kb, "embedding_model": model}}
+        assert client.post(f"/api/projects/{name}/knowledge_bases", json=body).status_code == 201
+    assert [a["name"] for a in client.get(f"/api/projects/{name.upper()}/agents").json()] == ["zeta", "alpha"]
+    listed = client.get(f"/api/projects/{name.upper()}/knowledge_bases").json()
+    assert [k["name"] for k in listed] == ["kb_zeta", "kb_alpha"]
+    assert {k["project_name"] for k in listed} == {name}
+    assert listed[0]["embedding_model"]["api_key"] == "******"
+    # a second project spelt with other cases (the API refuses one, the database holds it): each spelling
+    # lists its own rows, another spelling the first project created
+    twin = name.upper()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO projects (name) VALUES (%s)", (twin,))
+    try:
+        assert client.get(f"/api/projects/{twin}/agents").json() == []
+        assert client.get(f"/api/projects/{twin}/knowledge_bases").json() == []
+        assert len(client.get(f"/api/projects/{name}/agents").json()) == 2
+        mixed = name[0].upper() + name[1:]
+        assert len(client.get(f"/api/projects/{mixed}/knowledge_bases").json()) == 2
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("DELETE FROM projects WHERE name = %s", (twin,))

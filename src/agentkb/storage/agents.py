@@ -10,6 +10,8 @@ from sqlalchemy import RowMapping, bindparam, func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from agentkb.storage.db import fetch_tuples
+from agentkb.storage.projects import BY_NAME_SQL, Project, by_name_params
 from agentkb.storage.schema import agents, projects
 
 
@@ -41,6 +43,25 @@ _GET_FOR_UPDATE = _GET.with_for_update()
 async def list_for_project(conn: AsyncConnection, project_id: int) -> list[AgentRow]:
     rows = await conn.execute(_LIST, {"project_id": project_id})
     return [_row(r) for r in rows.mappings()]
+
+
+# the project as `projects.get` finds it (case-insensitive, its exact spelling first), then its agents by id:
+# a project without agents gives one row of NULL agent columns, an unknown project none
+_COLUMNS = ", ".join(f"a.{c}" for c in AgentRow.__slots__)
+_LIST_IN_PROJECT = (
+    f"SELECT p.id, p.name, {_COLUMNS} FROM ({BY_NAME_SQL}) p "
+    "LEFT JOIN agents a ON a.project_id = p.id ORDER BY a.id"
+)
+
+
+async def list_in_project(conn: AsyncConnection, project_name: str) -> tuple[Project | None, list[AgentRow]]:
+    """One round trip, for the most common request (`GET …/agents`): the project named `project_name` as
+    `projects.get` matches it, and its agents in creation order; (None, []) when no project has that name."""
+    rows = await fetch_tuples(conn, _LIST_IN_PROJECT, by_name_params(project_name))
+    if not rows:
+        return None, []
+    project = Project(rows[0][0], rows[0][1])
+    return project, [AgentRow(*row[2:]) for row in rows if row[2] is not None]
 
 
 async def get(

@@ -10,6 +10,8 @@ from sqlalchemy import RowMapping, Select, bindparam, func, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from agentkb.storage.db import fetch_tuples
+from agentkb.storage.projects import BY_NAME_SQL, Project, by_name_params
 from agentkb.storage.schema import knowledge_bases as kbs
 from agentkb.storage.schema import projects
 
@@ -44,16 +46,32 @@ def _select() -> Select[Any]:
 
 
 # built once (building a statement costs more than running it through SQLAlchemy's compiled cache)
-_LIST = _select().where(kbs.c.project_id == bindparam("project_id")).order_by(kbs.c.id)
 _GET = _select().where(kbs.c.project_id == bindparam("project_id"), kbs.c.name == bindparam("name"))
 _GET_FOR_UPDATE = _GET.with_for_update(of=kbs)
 _BY_ID = _select().where(kbs.c.id == bindparam("kb_id"))
 _BY_ID_FOR_UPDATE = _BY_ID.with_for_update(of=kbs)
 
 
-async def list_for_project(conn: AsyncConnection, project_id: int) -> list[KnowledgeBaseRow]:
-    rows = await conn.execute(_LIST, {"project_id": project_id})
-    return [_row(r) for r in rows.mappings()]
+# the project as `projects.get` finds it (case-insensitive, its exact spelling first), then its KBs by id: a
+# project without KBs gives one row of NULL KB columns, an unknown project none
+_COLUMNS = ", ".join("p.name" if c == "project_name" else f"k.{c}" for c in KnowledgeBaseRow.__slots__)
+_LIST_IN_PROJECT = (
+    f"SELECT p.id, {_COLUMNS} FROM ({BY_NAME_SQL}) p "
+    "LEFT JOIN knowledge_bases k ON k.project_id = p.id ORDER BY k.id"
+)
+
+
+async def list_in_project(
+    conn: AsyncConnection, project_name: str
+) -> tuple[Project | None, list[KnowledgeBaseRow]]:
+    """One round trip, for the common listing (`GET …/knowledge_bases`, the SDKs' `list()`): the project named
+    `project_name` as `projects.get` matches it, and its KBs in creation order; (None, []) when no project
+    has that name."""
+    rows = await fetch_tuples(conn, _LIST_IN_PROJECT, by_name_params(project_name))
+    if not rows:
+        return None, []
+    project = Project(rows[0][0], rows[0][2])
+    return project, [KnowledgeBaseRow(*row[1:]) for row in rows if row[1] is not None]
 
 
 async def get(

@@ -37,9 +37,20 @@ _BY_NAME = (
 _EXACT = select(projects.c.id, projects.c.name).where(projects.c.name == bindparam("name"))
 
 
+# the project `get` finds, as one row (id, name) for statements that read a project's rows in the same round
+# trip (`agents.list_in_project`, `knowledge_bases.list_in_project`); its parameters: `by_name_params`
+BY_NAME_SQL = (
+    "SELECT id, name FROM projects WHERE lower(name) = :lower ORDER BY (name = :name) DESC, id LIMIT 1"
+)
+
+
+def by_name_params(name: str) -> dict[str, str]:
+    return {"lower": name.lower(), "name": name}
+
+
 async def get(conn: AsyncConnection, name: str) -> Project | None:
     """The project spelt `name` exactly, else its case-insensitive match (MindsDB's default lookup)."""
-    row = (await conn.execute(_BY_NAME, {"lower": name.lower(), "name": name})).first()
+    row = (await conn.execute(_BY_NAME, by_name_params(name))).first()
     return Project(row.id, row.name) if row else None
 
 

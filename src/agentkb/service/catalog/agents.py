@@ -293,9 +293,13 @@ class AgentService:
 
     async def list(self, project_name: str) -> list[AgentRow]:
         access.require_project(project_name)
-        async with self.db.read() as conn:
-            project = await projects.resolve(conn, project_name)
-            return [self._shown(a) for a in await repo.list_for_project(conn, project.id)]
+        found: list[AgentRow] = []
+        if is_identifier(project_name):
+            async with self.db.read() as conn:
+                project, found = await repo.list_in_project(conn, project_name)
+            if project is not None:
+                return [self._shown(a) for a in found]
+        raise project_not_found(project_name)
 
     async def _stored(self, project_name: str, name: str) -> AgentRow:
         access.require_project(project_name)

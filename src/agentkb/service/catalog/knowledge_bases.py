@@ -28,8 +28,9 @@ from agentkb.storage import knowledge_bases as repo
 from agentkb.storage.chunk_filters import compile_filters
 from agentkb.storage.db import Database
 from agentkb.storage.knowledge_bases import KnowledgeBaseRow
+from agentkb.storage.projects import Project
 from agentkb.storage.read_routing import ReadRouter
-from agentkb.validation import check_dict, check_name, check_storable, check_str_list
+from agentkb.validation import check_dict, check_name, check_storable, check_str_list, is_identifier
 
 VECTOR_DATABASE = "agentkb_pgvector"
 DimensionResolver = Callable[[dict[str, Any]], Awaitable[int]]
@@ -107,11 +108,14 @@ class KnowledgeBaseService:
     async def list(self, project_name: str) -> list[KnowledgeBaseRow]:
         access.require_project(project_name)
 
-        async def listing(conn: AsyncConnection) -> list[KnowledgeBaseRow]:
-            project = await projects.resolve(conn, project_name)
-            return await repo.list_for_project(conn, project.id)
+        async def listing(conn: AsyncConnection) -> tuple[Project | None, list[KnowledgeBaseRow]]:
+            return await repo.list_in_project(conn, project_name)
 
-        return await self.reads.run(listing)
+        if is_identifier(project_name):
+            project, found = await self.reads.run(listing)
+            if project is not None:
+                return found
+        raise project_not_found(project_name)
 
     async def get(self, project_name: str, name: str) -> KnowledgeBaseRow:
         return await kb_lookup.read(self.db, project_name, name)
