@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -103,6 +104,22 @@ def test_counters_move_with_real_work(client: httpx.Client, unique: str) -> None
     # the pool's gauges are read at scrape time
     assert value(after, "agentkb_db_pool_size") > 0
     assert value(after, "agentkb_db_pool_connections", state="idle") >= 1
+
+
+def test_an_insert_leaves_an_index_merge_pending_until_it_settles(client: httpx.Client, unique: str) -> None:
+    """Every insert schedules its chunk table's index merge, which waits for the inserts to settle (0.5 s):
+    meanwhile the scrape counts it pending (a benchmark or an operator waits for 0 before timing searches)."""
+    kb = f"metrics_merge_{unique}"
+    with OpenAIStub() as stub:
+        stub_kb(client, kb, stub)
+        rows = [{"id": i, "content": f"row {i} of a small load"} for i in range(3)]
+        r = client.put(f"{P}/knowledge_bases/{kb}", json={"knowledge_base": {"rows": rows}})
+        assert r.status_code == 200, r.text
+        assert value(scrape(client), "agentkb_vector_index_merges_pending") >= 1
+        deadline = time.monotonic() + 30
+        while value(scrape(client), "agentkb_vector_index_merges_pending") > 0:
+            assert time.monotonic() < deadline, "the merge never settled"
+            time.sleep(0.1)
 
 
 def test_worker_serves_its_metrics_on_a_port_of_its_own() -> None:

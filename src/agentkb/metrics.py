@@ -90,6 +90,27 @@ jobs = Gauge(
     multiprocess_mode="mostrecent",
 )
 
+# background merges of chunk tables' deltas into their HNSW indexes (agentkb.service.ingest.vector_merge)
+BUILD_BUCKETS = (0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
+vector_index_merges = Counter(
+    "agentkb_vector_index_merges",
+    "Merges of a chunk table's delta (rows written since its HNSW index was built) into the index, by outcome: "
+    "rebuilt (the index built again over every row), merged (the delta added in batches) or failed.",
+    ["outcome"],
+)
+vector_index_merge_duration = Histogram(
+    "agentkb_vector_index_merge_seconds",
+    "How long merges that changed an index took, by outcome: rebuilt or merged.",
+    ["outcome"],
+    buckets=BUILD_BUCKETS,
+)
+vector_index_merges_pending = Gauge(
+    "agentkb_vector_index_merges_pending",
+    "Chunk tables whose merge this process has scheduled (waiting for their inserts to settle) or is running "
+    "(read at scrape time).",
+    multiprocess_mode="livesum",
+)
+
 # scheduled SQL jobs, MindsDB's JOBS (agentkb.service.scheduler)
 sql_job_runs = Counter(
     "agentkb_sql_job_runs",

@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 import numpy as np
+from prometheus_client import REGISTRY
 from sqlalchemy import event, text
 
 from agentkb.service.ingest.vector_merge import VectorIndexMerger
@@ -187,23 +188,35 @@ async def test_a_table_with_nothing_indexed_is_searched_by_one_exact_scan(
 
 async def test_a_merge_waits_until_inserts_settle(served: Any, pg_url: str, unique: str) -> None:
     """Inserts one after another (a bulk load) are merged once, after the last: each request for a merge
-    pushes it back by `settle_s`."""
+    pushes it back by `settle_s`. Meanwhile the merge is pending; once done it is counted and timed."""
     db = Database(pg_url, pool_size=2)
     table = f"kb_chunks_settle_{unique}"
     rng = np.random.default_rng(3)
     merger = VectorIndexMerger(db, min_rows=100, min_table_rows=0, settle_s=2.0)
+    rebuilt = {"outcome": "rebuilt"}
+    counted = REGISTRY.get_sample_value("agentkb_vector_index_merges_total", rebuilt) or 0.0
+    timed = REGISTRY.get_sample_value("agentkb_vector_index_merge_seconds_count", rebuilt) or 0.0
     try:
         async with db.transaction() as conn:
             await chunks.create_chunk_table(conn, table, DIM)
             await chunks.copy_new_chunks(conn, table, rows(unit(rng, 300), 0))
+        assert merger.pending == 0
         merger.schedule(table, DIM, None)
         await asyncio.sleep(1.5)
         assert (await state(db, table))[2] == 300  # still waiting
+        assert merger.pending == 1
         merger.schedule(table, DIM, None)  # another insert: the wait starts again
+        assert merger.pending == 1  # one table, one merge
         again = time.monotonic()
         await merger.wait()
         assert time.monotonic() - again >= 2.0
         assert await state(db, table) == (300, [f"{table}_hnsw"], 0)
+        assert merger.pending == 0
+        # the served app in this process may merge too: at least this merge was counted and timed
+        assert (REGISTRY.get_sample_value("agentkb_vector_index_merges_total", rebuilt) or 0.0) >= counted + 1
+        assert (
+            REGISTRY.get_sample_value("agentkb_vector_index_merge_seconds_count", rebuilt) or 0.0
+        ) >= timed + 1
     finally:
         await merger.close()
         async with db.transaction() as conn:

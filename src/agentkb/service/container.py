@@ -197,7 +197,7 @@ def build_services(
         auth=AuthService(db, settings, LoginThrottle(db, settings, secret=next(iter(box.keys), ""))),
         shutdown=shutdown,
         health=HealthService(db, shutdown),
-        metrics=MetricsService(db),
+        metrics=MetricsService(db, lambda: writer.merger.pending),
         chat=chat,
         a2a=A2AService(chat),
         mcp=MCPService(projects, kb_service, search, kb_select, data_sources, files),

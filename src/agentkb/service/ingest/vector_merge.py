@@ -10,7 +10,9 @@ transactions of `batch` rows. A table of fewer than `min_table_rows` rows (index
 merged at all: PostgreSQL's planner scans a table that small exactly even where it has an HNSW index, so
 such an index would be built (its build competing with the searches for the CPU) and never read. Merges of
 one table are serialised across processes by an advisory lock; a failed one is logged and leaves the table
-searchable (the delta is scanned exactly), and the next insert asks again. A table of at most
+searchable (the delta is scanned exactly), and the next insert asks again. Merges are counted and timed by
+outcome (`agentkb_vector_index_merges_total`, `agentkb_vector_index_merge_seconds`), and `pending` is read at
+each scrape (`agentkb_vector_index_merges_pending`). A table of at most
 `serial_build_rows` rows is rebuilt by one process, without PostgreSQL's parallel workers (see
 `SERIAL_BUILD_ROWS`).
 """
@@ -27,6 +29,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from agentkb import metrics
 from agentkb.kb.vectors import MAX_CHUNKS
 from agentkb.storage import vector_index as vi
 from agentkb.storage.db import Database
@@ -88,6 +91,11 @@ class VectorIndexMerger:
             return
         self.tasks[table] = asyncio.create_task(self._loop(Target(table, dim, options)))
 
+    @property
+    def pending(self) -> int:
+        """Tables whose merge is scheduled (waiting for their inserts to settle) or running."""
+        return sum(not task.done() for task in self.tasks.values())
+
     async def _settle(self, table: str) -> None:
         while (left := self._asked.get(table, 0.0) + self.settle_s - time.monotonic()) > 0:
             await asyncio.sleep(left)
@@ -96,12 +104,18 @@ class VectorIndexMerger:
         while True:
             await self._settle(target.table)
             self._again.discard(target.table)
+            started = time.monotonic()
             try:
-                await self.merge(target.table, target.dim, target.options)
+                outcome = await self.merge(target.table, target.dim, target.options)
             except asyncio.CancelledError:
                 raise
             except Exception:
+                metrics.vector_index_merges.labels("failed").inc()
                 log.exception("merging the vector index of %s failed", target.table)
+            else:
+                if outcome in ("rebuilt", "merged"):
+                    metrics.vector_index_merges.labels(outcome).inc()
+                    metrics.vector_index_merge_duration.labels(outcome).observe(time.monotonic() - started)
             if target.table not in self._again:
                 return
 

@@ -1,8 +1,10 @@
-"""`GET /metrics`: refresh the gauges read at scrape time (jobs by state, the pool), then render."""
+"""`GET /metrics`: refresh the gauges read at scrape time (jobs by state, the pool, pending index merges),
+then render."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from agentkb import metrics
 from agentkb.storage import metrics as store
@@ -12,8 +14,10 @@ log = logging.getLogger("agentkb.metrics")
 
 
 class MetricsService:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, merges_pending: Callable[[], int] = lambda: 0) -> None:
+        """`merges_pending`: how many chunk tables' index merges this process has scheduled or running."""
         self.db = db
+        self.merges_pending = merges_pending
 
     async def exposition(self) -> bytes:
         """The Prometheus text format. A database that does not answer leaves the job gauges as they
@@ -24,6 +28,7 @@ class MetricsService:
         metrics.db_pool_connections.labels("checked_out").set(checked_out)
         metrics.db_pool_connections.labels("idle").set(idle)
         metrics.db_pool_size.set(most)
+        metrics.vector_index_merges_pending.set(self.merges_pending())
         try:
             async with self.db.connect() as conn:
                 counts = await store.job_counts(conn)
