@@ -11,7 +11,9 @@ by this benchmark with `--mindsdb DIR` (DIR holds `mindsdb-venv/`, a virtualenv 
 2. insert `--rows` generated rows (default 10,000; --quick 2,000; ~500 characters each) in PUTs of
    `--batch` rows (1,000), then insert the same rows again (nothing changed);
 3. `--searches` KB searches (200), one at a time, through `POST /api/sql/query`
-   `SELECT * FROM mindsdb.<kb> WHERE content = '...' LIMIT 10`;
+   `SELECT * FROM mindsdb.<kb> WHERE content = '...' LIMIT 10`, once agentkb's background HNSW index merge
+   of the load is done (`bench.peer_setup.settle`, its wait in the details; MindsDB indexes within its
+   inserts), so that both are searched indexed, not one while its index builds beside the searches;
 4. create an agent over the KB whose model is the scripted stub LLM (`{"provider": "openai",
    "model_name": "stub", "base_url", "api_key"}`; one `kb_query_tool` call, then a fixed answer), and run
    `--completions` streamed completions (20) one at a time: time to the first `data:` line and to `end`.
@@ -54,7 +56,7 @@ import httpx
 from bench.agent import Client, chunk_kinds
 from bench.common import TextGenerator, print_table, rate, sql, summary_ms, write_result
 from bench.mindsdb import mindsdb_server
-from bench.peer_setup import AGENT, KB, PROJECT, create_agent, create_kb, drop, insert
+from bench.peer_setup import AGENT, KB, PROJECT, create_agent, create_kb, drop, insert, settle
 from bench.stubs import bench_stub, kb_tool_then_answer, last_user_text, precomputed
 from tests.openai_stub import CHAT_ANSWER, OpenAIStub, Reply
 
@@ -159,6 +161,7 @@ def workload(
             flush=True,
         )
 
+        out["index_settled_s"] = settle(client, base)
         warm_up, queries = queries[:WARM_UP], queries[WARM_UP:]
         for q in warm_up:  # queries of their own: a server that caches query vectors gains nothing from them
             sql(client, base, f"SELECT * FROM {PROJECT}.{KB} WHERE content = '{q}' LIMIT 10")
@@ -270,6 +273,7 @@ def detail_table(
                 for phase in ("insert", "reinsert", "search", "stream")
             ),
         ),
+        ("index merges done before the searches, after (s)", lambda r: r.get("index_settled_s")),
         ("SQL KB search p95 (ms)", lambda r: r["search"]["p95_ms"]),
         ("SQL KB search (queries/s)", lambda r: r["search"]["qps"]),
         ("stream: first data: line p50 (ms)", lambda r: r["stream"]["start"]["p50_ms"]),

@@ -6,7 +6,8 @@ instant stub embedder from vectors computed before the run) and its agent (the s
 search, then a fixed answer); agentkb runs as `agentkb serve --workers W` (`--workers`, default 2). Then,
 on each server, `--clients` clients for `--duration` seconds per load after a `--warmup`, from the load
 generator of `bench.http` (a process of its own; each client sends its next request when its last one is
-answered, over a kept-alive connection):
+answered, over a kept-alive connection), once agentkb's background HNSW index merge of the load is done
+(`bench.peer_setup.settle`; its wait in the result file):
 
 - SQL KB search: `POST /api/sql/query` `SELECT * FROM mindsdb.<kb> WHERE content = '<query>' LIMIT 10`,
   rotating over the single-client run's queries; an answer of type `error` counts as an error;
@@ -34,7 +35,7 @@ import httpx
 
 from bench.common import print_table, write_result
 from bench.http import run_load, summarise
-from bench.peer_setup import AGENT, KB, PROJECT, create_agent, create_kb, drop, insert
+from bench.peer_setup import AGENT, KB, PROJECT, create_agent, create_kb, drop, insert, settle
 from tests.openai_stub import OpenAIStub
 
 ERROR_ANSWER = r'"type"\s*:\s*"error"'  # a SQL answer of type error, an error chunk of a stream
@@ -92,6 +93,7 @@ def workload(
         drop(client, base)  # leftovers of an earlier run on a long-lived peer
         create_kb(client, kbs, embedding_model)
         insert(client, kbs, rows, args.batch, "insert")
+        out["index_settled_s"] = settle(client, base)
         create_agent(client, agents, stub)
         for name, spec in specs(base, queries, questions).items():
             before = _load_average()

@@ -68,3 +68,29 @@ def create_agent(client: httpx.Client, agents: str, stub: OpenAIStub) -> None:
         ),
         "create agent",
     )
+
+
+MERGES_PENDING = "agentkb_vector_index_merges_pending"
+
+
+def settle(
+    client: httpx.Client, base: str, *, quiet_reads: int = 5, timeout_s: float = 1800.0
+) -> float | None:
+    """Seconds until agentkb's background HNSW index merges are done: its `/metrics` read 0 pending merges
+    `quiet_reads` times in a row (with `serve --workers`, each read reaches one of the processes); None for a
+    server without that metric (MindsDB indexes within its inserts). Searches timed after it measure the
+    indexed KB, not the KB while its index builds beside them."""
+    started = time.perf_counter()
+    quiet = 0
+    while quiet < quiet_reads:
+        r = client.get(f"{base}/metrics")
+        found = (
+            [ln for ln in r.text.splitlines() if ln.startswith(MERGES_PENDING + " ")] if r.is_success else []
+        )
+        if not found:
+            return None
+        quiet = quiet + 1 if float(found[0].split()[1]) == 0 else 0
+        if time.perf_counter() - started > timeout_s:
+            raise RuntimeError(f"{base}: index merges still pending after {timeout_s:.0f} s")
+        time.sleep(0.05 if quiet else 0.2)
+    return round(time.perf_counter() - started, 3)
