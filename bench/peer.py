@@ -273,7 +273,10 @@ def detail_table(
                 for phase in ("insert", "reinsert", "search", "stream")
             ),
         ),
-        ("index merges done before the searches, after (s)", lambda r: r.get("index_settled_s")),
+        (
+            "index merges done before the searches, after (s)",
+            lambda r: "none to wait for" if r.get("index_settled_s") is None else r["index_settled_s"],
+        ),
         ("SQL KB search p95 (ms)", lambda r: r["search"]["p95_ms"]),
         ("SQL KB search (queries/s)", lambda r: r["search"]["qps"]),
         ("stream: first data: line p50 (ms)", lambda r: r["stream"]["start"]["p50_ms"]),
