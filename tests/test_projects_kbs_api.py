@@ -418,6 +418,14 @@ def test_listings_find_the_project_in_one_query(client: httpx.Client, unique: st
     assert [k["name"] for k in listed] == ["kb_zeta", "kb_alpha"]
     assert {k["project_name"] for k in listed} == {name}
     assert listed[0]["embedding_model"]["api_key"] == "******"
+    # one of them by name, as the agent runs and searches look them up: any spelling of the project
+    agent = client.get(f"/api/projects/{name.upper()}/agents/alpha").json()
+    assert (agent["name"], agent["data"]) == ("alpha", {"knowledge_bases": [], "tables": []})
+    kb = client.get(f"/api/projects/{name.upper()}/knowledge_bases/kb_alpha").json()
+    assert (kb["name"], kb["project_name"], kb["embedding_model"]["api_key"]) == ("kb_alpha", name, "******")
+    assert_problem(client.get(f"/api/projects/{name}/agents/omega"), 404)
+    assert_problem(client.get(f"/api/projects/{name}/knowledge_bases/kb_omega"), 404)
+    assert_problem(client.get(f"/api/projects/{name}_none/agents/alpha"), 404)
     # a second project spelt with other cases (the API refuses one, the database holds it): each spelling
     # lists its own rows, another spelling the first project created
     twin = name.upper()

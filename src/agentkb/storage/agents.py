@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentkb.storage.db import fetch_tuples
 from agentkb.storage.projects import BY_NAME_SQL, Project, by_name_params
-from agentkb.storage.schema import agents, projects
+from agentkb.storage.schema import agents
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,13 +72,11 @@ async def get(
     return _row(row) if row else None
 
 
-# built once: every agent run looks its agent up by name
+# every agent run and GET of an agent looks it up by name: the project matched case-insensitively, its
+# exact spelling first (as `projects.get`), on the driver connection (`fetch_tuples`)
 _IN_PROJECT = (
-    select(agents)
-    .join(projects, projects.c.id == agents.c.project_id)
-    .where(func.lower(projects.c.name) == bindparam("lower_project"), agents.c.name == bindparam("name"))
-    .order_by((projects.c.name == bindparam("project")).desc())
-    .limit(1)
+    f"SELECT {_COLUMNS} FROM agents a JOIN projects p ON p.id = a.project_id "
+    "WHERE lower(p.name) = :lower_project AND a.name = :name ORDER BY (p.name = :project) DESC LIMIT 1"
 )
 
 
@@ -86,8 +84,8 @@ async def get_in_project(conn: AsyncConnection, project_name: str, name: str) ->
     """One round trip: the agent `name` of the project named `project_name` (the project matched
     case-insensitively, its exact spelling first, as `projects.get`)."""
     params = {"lower_project": project_name.lower(), "name": name, "project": project_name}
-    row = (await conn.execute(_IN_PROJECT, params)).mappings().first()
-    return _row(row) if row else None
+    rows = await fetch_tuples(conn, _IN_PROJECT, params)
+    return AgentRow(*rows[0]) if rows else None
 
 
 async def insert_new(conn: AsyncConnection, project_id: int, values: dict[str, Any]) -> AgentRow | None:

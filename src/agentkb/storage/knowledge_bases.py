@@ -82,12 +82,11 @@ async def get(
     return _row(row) if row else None
 
 
-# built once: agent runs and searches look KBs up by name
+# agent runs, searches and GETs look KBs up by name: the project matched case-insensitively, its exact spelling
+# first (as `projects.get`), on the driver connection (`fetch_tuples`)
 _IN_PROJECT = (
-    _select()
-    .where(func.lower(projects.c.name) == bindparam("lower_project"), kbs.c.name == bindparam("name"))
-    .order_by((projects.c.name == bindparam("project")).desc())
-    .limit(1)
+    f"SELECT {_COLUMNS} FROM knowledge_bases k JOIN projects p ON p.id = k.project_id "
+    "WHERE lower(p.name) = :lower_project AND k.name = :name ORDER BY (p.name = :project) DESC LIMIT 1"
 )
 
 
@@ -95,8 +94,8 @@ async def get_in_project(conn: AsyncConnection, project_name: str, name: str) ->
     """One round trip for the hot path: the KB `name` of the project named `project_name` (the project
     matched case-insensitively, its exact spelling first, as `projects.get`)."""
     params = {"lower_project": project_name.lower(), "name": name, "project": project_name}
-    row = (await conn.execute(_IN_PROJECT, params)).mappings().first()
-    return _row(row) if row else None
+    rows = await fetch_tuples(conn, _IN_PROJECT, params)
+    return KnowledgeBaseRow(*rows[0]) if rows else None
 
 
 async def get_by_id(
