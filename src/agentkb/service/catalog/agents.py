@@ -293,13 +293,12 @@ class AgentService:
 
     async def list(self, project_name: str) -> list[AgentRow]:
         access.require_project(project_name)
-        found: list[AgentRow] = []
-        if is_identifier(project_name):
+
+        async def listing() -> tuple[Project | None, list[AgentRow]]:
             async with self.db.read() as conn:
-                project, found = await repo.list_in_project(conn, project_name)
-            if project is not None:
-                return [self._shown(a) for a in found]
-        raise project_not_found(project_name)
+                return await repo.list_in_project(conn, project_name)
+
+        return [self._shown(a) for a in await projects.rows_in_project(project_name, listing)]
 
     async def _stored(self, project_name: str, name: str) -> AgentRow:
         access.require_project(project_name)

@@ -30,7 +30,7 @@ from agentkb.storage.db import Database
 from agentkb.storage.knowledge_bases import KnowledgeBaseRow
 from agentkb.storage.projects import Project
 from agentkb.storage.read_routing import ReadRouter
-from agentkb.validation import check_dict, check_name, check_storable, check_str_list, is_identifier
+from agentkb.validation import check_dict, check_name, check_storable, check_str_list
 
 VECTOR_DATABASE = "agentkb_pgvector"
 DimensionResolver = Callable[[dict[str, Any]], Awaitable[int]]
@@ -111,11 +111,7 @@ class KnowledgeBaseService:
         async def listing(conn: AsyncConnection) -> tuple[Project | None, list[KnowledgeBaseRow]]:
             return await repo.list_in_project(conn, project_name)
 
-        if is_identifier(project_name):
-            project, found = await self.reads.run(listing)
-            if project is not None:
-                return found
-        raise project_not_found(project_name)
+        return await projects.rows_in_project(project_name, lambda: self.reads.run(listing))
 
     async def get(self, project_name: str, name: str) -> KnowledgeBaseRow:
         return await kb_lookup.read(self.db, project_name, name)

@@ -49,6 +49,19 @@ async def named_in_project(
     return found
 
 
+async def rows_in_project(
+    project_name: str, listing: Callable[[], Awaitable[tuple[Project | None, list[T]]]]
+) -> list[T]:
+    """The rows `listing()` finds with the project named `project_name` in one query (the storage modules'
+    `list_in_project`); 404 when no project has that name, as `resolve` tells it (a name that is no
+    identifier is not looked up)."""
+    if is_identifier(project_name):
+        project, rows = await listing()
+        if project is not None:
+            return rows
+    raise project_not_found(project_name)
+
+
 class ProjectService:
     def __init__(self, db: Database, default_project: str) -> None:
         self.db = db
