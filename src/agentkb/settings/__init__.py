@@ -7,6 +7,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,16 @@ def _text_list(value: Any) -> Any:
         text = value.strip()
         return json.loads(text) if text.startswith("[") else text.split(",")
     return value
+
+
+def _text_items(value: Any, clean: Callable[[str], str]) -> Any:
+    """A list setting (`_text_list`) with each text item passed through `clean` and the empty ones dropped;
+    other items, and a value that is no list, as given (the field's type then refuses them)."""
+    value = _text_list(value)
+    if not isinstance(value, list):
+        return value
+    cleaned = [clean(item) if isinstance(item, str) else item for item in value]
+    return [item for item in cleaned if item != ""]
 
 
 def _config_file() -> Path | None:
@@ -77,19 +88,14 @@ class Settings(
     @field_validator("cors_origins", mode="before")
     @classmethod
     def _origins(cls, value: Any) -> Any:
-        value = _text_list(value)
-        if isinstance(value, list):  # "https://app.example/" and "https://app.example" are one origin
-            value = [o.strip().rstrip("/") if isinstance(o, str) else o for o in value]
-            return [o for o in value if o != ""]
-        return value
+        # "https://app.example/" and "https://app.example" are one origin
+        return _text_items(value, lambda origin: origin.strip().rstrip("/"))
 
     @field_validator("allowed_hosts", mode="before")
     @classmethod
     def _hosts(cls, value: Any) -> Any:
-        value = _text_list(value)
+        value = _text_items(value, lambda host: host.strip().lower().rstrip("."))
         if isinstance(value, list):
-            value = [h.strip().lower().rstrip(".") if isinstance(h, str) else h for h in value]
-            value = [h for h in value if h != ""]
             for pattern in value:
                 wildcard = isinstance(pattern, str) and "*" in pattern and pattern != "*"
                 if wildcard and (not pattern.startswith("*.") or "*" in pattern[1:]):
@@ -99,10 +105,8 @@ class Settings(
     @field_validator("trusted_proxies", mode="before")
     @classmethod
     def _proxies(cls, value: Any) -> Any:
-        value = _text_list(value)
+        value = _text_items(value, str.strip)
         if isinstance(value, list):
-            value = [p.strip() if isinstance(p, str) else p for p in value]
-            value = [p for p in value if p != ""]
             for proxy in value:
                 if proxy == "*" or not isinstance(proxy, str):
                     continue
