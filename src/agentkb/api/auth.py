@@ -139,11 +139,18 @@ FORBIDDEN_RESPONSE = {
     "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}},
 }
 
+HOST_REFUSED_RESPONSE = {
+    "description": "The Host header names no host this server answers to (with authentication off: localhost, "
+    "loopback addresses and AGENTKB_ALLOWED_HOSTS; the guard against DNS rebinding, api/hosts.py): problem+json.",
+    "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}},
+}
+
 
 def document_security(app: FastAPI) -> None:
     """Declare the credentials in `/openapi.json` (Swagger UI's Authorize button uses them): every operation
     outside the public paths takes a Bearer token or an X-Api-Key and may answer 401, 403 (a scoped key) and 429
-    (the login throttle's)."""
+    (the login throttle's); every one but the health probes may answer 400 to a Host header the server does not
+    answer to (`TrustedHosts`), unless it documents a 400 of its own."""
     build = app.openapi
     public = public_paths(app)
 
@@ -162,6 +169,9 @@ def document_security(app: FastAPI) -> None:
             },
         )
         for path, operations in schema.get("paths", {}).items():
+            if path not in HEALTH_PATHS:
+                for operation in operations.values():
+                    operation.setdefault("responses", {}).setdefault("400", HOST_REFUSED_RESPONSE)
             if path in public:
                 continue
             for operation in operations.values():
