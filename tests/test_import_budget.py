@@ -17,7 +17,8 @@ from tests.secret_helpers import fresh_database
 
 # imported on first use: the MCP SDK, pydantic-ai and each provider's SDK, DuckDB, the file parsers and the
 # crawler's extractor and its httpx, the local embedders' engines, the API embedders' aiohttp, Alembic
-# (migrations due), the web console's pages and their templates' Jinja2, NumPy (vectors are made on first use)
+# (migrations due), the web console's pages and their templates' Jinja2, NumPy (vectors are made on first use),
+# sqlglot (agents' and pushed-down SQL)
 HEAVY = (
     "mcp",
     "mcp_types",
@@ -53,6 +54,7 @@ HEAVY = (
     "jinja2",
     "numpy",
     "threadpoolctl",
+    "sqlglot",
 )
 SERVER = ("agentkb.app", "agentkb.api", "agentkb.console", "fastapi", "starlette", "uvicorn")
 

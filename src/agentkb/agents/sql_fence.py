@@ -18,14 +18,11 @@ import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy
-import sqlglot
 from sqlalchemy import Engine
 from sqlalchemy.exc import NoSuchTableError
-from sqlglot import exp
-from sqlglot.errors import SqlglotError
 
 from agentkb.agents.files_db import DIALECT as FILES_DIALECT
 from agentkb.agents.files_db import FILES
@@ -33,6 +30,9 @@ from agentkb.agents.ports import DataSourceEngines
 from agentkb.errors import BadRequest, NotFound
 from agentkb.patterns import glob_match
 from agentkb.sql import pushdown
+
+if TYPE_CHECKING:  # sqlglot is imported by the first query that needs it, not at start-up (a large import)
+    from sqlglot import exp
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +138,10 @@ def fence(sql: str, allowed: AllowList) -> FencedQuery:
 
 def split_quoted_names(sql: str) -> str | None:
     """`sql` with each table name part that is quoted and holds dots split into parts; None if there is none."""
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import SqlglotError
+
     for dialect in ("mysql", "postgres"):
         try:
             trees = [t for t in sqlglot.parse(sql, read=dialect) if t is not None]
@@ -167,6 +171,8 @@ def split_quoted_names(sql: str) -> str | None:
 
 
 def _fence(sql: str, allowed: AllowList) -> FencedQuery:
+    from sqlglot import exp
+
     query = pushdown.parse_select(sql, allow=frozenset({FILES}))
     dialect = allowed.dialects.get(query.datasource)
     if dialect is None:
@@ -213,12 +219,16 @@ def _effective(ident: exp.Identifier, dialect: str) -> str:
 
 def _spelt(name: str, dialect: str) -> exp.Identifier:
     """An identifier the database resolves to the table SQLAlchemy calls `name`."""
+    from sqlglot import exp
+
     plain = dialect in _UPPER_FOLDING and _PLAIN_NAME.match(name) is not None  # stored in upper case
     return exp.to_identifier(name, quoted=not plain)
 
 
 def _pin(table: exp.Table, entry: AllowedTable, dialect: str) -> None:
     """Spell the reference as the allowed table, aliased as written so column qualifiers still match."""
+    from sqlglot import exp
+
     if _effective(table.this, dialect) != entry.table:
         if table.args.get("alias") is None:
             table.set("alias", exp.TableAlias(this=table.this.copy()))
@@ -233,6 +243,8 @@ def _pin(table: exp.Table, entry: AllowedTable, dialect: str) -> None:
 
 
 def _cte_names(ctes: Iterable[exp.Expression], dialect: str) -> set[str]:
+    from sqlglot import exp
+
     names: set[str] = set()
     for cte in ctes:
         alias = cte.args.get("alias")
@@ -245,6 +257,8 @@ def _cte_names(ctes: Iterable[exp.Expression], dialect: str) -> set[str]:
 def _ctes_in_scope(node: exp.Expression, dialect: str) -> set[str]:
     """CTE names a one-part table name at `node` resolves to, by SQL's scoping rules (a subset where the
     dialects differ: a name left out is checked as a table, which is the safe side)."""
+    from sqlglot import exp
+
     names: set[str] = set()
     child: Any = node
     parent: Any = node.parent
@@ -262,6 +276,8 @@ def _ctes_in_scope(node: exp.Expression, dialect: str) -> set[str]:
 
 
 def _check_extras(tree: exp.Expression) -> None:
+    from sqlglot import exp
+
     for session in tree.find_all(exp.SessionParameter):
         raise refused(f"Server variables ({session.sql()}) are not allowed")
     for dot in tree.find_all(exp.Dot):

@@ -18,9 +18,6 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import sqlglot
-from sqlglot.errors import SqlglotError
-
 from agentkb.errors import BadRequest
 from agentkb.sql import sandbox
 
@@ -128,6 +125,9 @@ def load(
 def to_duckdb(mindsdb_sql: str, tables: Collection[str]) -> str:
     """MindsDB's (MySQL-flavoured) SQL text as DuckDB's, checked by the sandbox as a statement over `tables`
     (so a refused query is refused before its tables are fetched)."""
+    import sqlglot  # imported by the first query that needs it, not at start-up (a large import)
+    from sqlglot.errors import SqlglotError
+
     try:
         sql = str(sqlglot.transpile(mindsdb_sql, read="mysql", write="duckdb")[0])
     except SqlglotError as exc:

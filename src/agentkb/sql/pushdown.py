@@ -7,23 +7,24 @@ and `stream_rows` runs it inside a READ ONLY transaction with a statement timeou
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 import time
 from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import sqlglot
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError
-from sqlglot import exp
-from sqlglot.errors import ErrorLevel, SqlglotError
 
 from agentkb.errors import BadRequest
 from agentkb.sql import sandbox
 from agentkb.sql.engines import DIALECTS
 from agentkb.validation import is_identifier
+
+if TYPE_CHECKING:  # sqlglot: imported by the first query that needs it, not at start-up (a large import)
+    from sqlglot import exp
 
 # sqlglot rather than mindsdb_sql_parser: one AST both validates and transpiles to postgres/mysql/sqlite.
 # MindsDB's SQL is MySQL-flavoured (backticks, "strings"), so MySQL is tried first, then PostgreSQL (`::`, E'').
@@ -33,13 +34,19 @@ _TARGETS = {name: name for name in DIALECTS} | {"postgresql": "postgres", "maria
 # Names that are never data sources (MindsDB's system databases).
 RESERVED_NAMES = frozenset({"information_schema", "log", "files", "agentkb_pgvector"})  # + KBs' vector store
 
-# Statement nodes refused anywhere in the tree (e.g. a DELETE inside a WITH); looked up by name because
-# sqlglot versions differ in which of them exist.
-_FORBIDDEN_NODES: tuple[type, ...] = tuple(getattr(exp, name) for name in (
-    "DML", "DDL", "Drop", "Alter", "TruncateTable", "Command", "Copy", "Set", "Pragma", "Transaction", "Commit",
-    "Rollback", "Use", "Grant", "Revoke", "Describe", "Kill", "Cache", "Uncache", "Refresh", "LoadData", "Show",
-    "Analyze", "Summarize",
-) if hasattr(exp, name))  # fmt: skip
+
+@functools.cache
+def _forbidden_nodes() -> tuple[type, ...]:
+    """Statement nodes refused anywhere in the tree (e.g. a DELETE inside a WITH); looked up by name because
+    sqlglot versions differ in which of them exist."""
+    from sqlglot import exp
+
+    return tuple(getattr(exp, name) for name in (
+        "DML", "DDL", "Drop", "Alter", "TruncateTable", "Command", "Copy", "Set", "Pragma", "Transaction",
+        "Commit", "Rollback", "Use", "Grant", "Revoke", "Describe", "Kill", "Cache", "Uncache", "Refresh",
+        "LoadData", "Show", "Analyze", "Summarize",
+    ) if hasattr(exp, name))  # fmt: skip
+
 
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -49,6 +56,8 @@ def _refuse(detail: str) -> BadRequest:
 
 
 def _statement(node: Any) -> str:  # an exp.Expression (or a statement mixin such as exp.DML)
+    from sqlglot import exp
+
     if isinstance(node, exp.Command):
         return str(node.this).upper()
     key = str(node.key)
@@ -56,11 +65,15 @@ def _statement(node: Any) -> str:  # an exp.Expression (or a statement mixin suc
 
 
 def _parse_as(sql: str, dialect: str) -> list[exp.Expression]:
+    import sqlglot
+
     trees: list[Any] = sqlglot.parse(sql, read=dialect)
     return [tree for tree in trees if tree is not None]
 
 
 def _parse(sql: str) -> list[exp.Expression]:
+    from sqlglot.errors import SqlglotError
+
     error: Exception | None = None
     for dialect in _READ_DIALECTS:
         try:
@@ -78,8 +91,10 @@ def _check_functions(tree: exp.Expression) -> None:
 
 
 def _check_nodes(tree: exp.Expression) -> None:
+    from sqlglot import exp
+
     for node in tree.walk():
-        if isinstance(node, _FORBIDDEN_NODES):
+        if isinstance(node, _forbidden_nodes()):
             raise _refuse(f"Only read-only SELECT queries are allowed; found {_statement(node)}")
         if isinstance(node, exp.Into):
             raise _refuse("SELECT ... INTO is not allowed; only read-only SELECT queries are")
@@ -90,6 +105,8 @@ def _check_nodes(tree: exp.Expression) -> None:
 def _check_lexemes(tree: exp.Expression) -> None:
     """Refuse words the target database could lex differently from sqlglot (e.g. PostgreSQL reads `$q$` as
     the start of a dollar-quoted string), and variables/placeholders, which pushdown never binds."""
+    from sqlglot import exp
+
     for node in tree.find_all(exp.Parameter, exp.Placeholder):
         raise _refuse(f"Variables and placeholders ({node.sql()}) are not allowed in a pushed-down query")
     for node in tree.find_all(exp.Var, exp.Anonymous):
@@ -98,6 +115,8 @@ def _check_lexemes(tree: exp.Expression) -> None:
 
 
 def _datasource_of(tables: list[exp.Table], cte_names: set[str], allow: frozenset[str]) -> str:
+    from sqlglot import exp
+
     sources: set[str] = set()
     for table in tables:
         if not isinstance(table.this, exp.Identifier):
@@ -127,6 +146,8 @@ def _datasource_of(tables: list[exp.Table], cte_names: set[str], allow: frozense
 def _strip_prefix(tree: exp.Expression, datasource: str) -> None:
     """Drop `<datasource>.` from every table (`ds.t`, `ds.s.t`) and column (`ds.t.c`, `ds.s.t.c`) reference,
     and quote every identifier that is not a plain word, so no dialect can lex it as anything else."""
+    from sqlglot import exp
+
     for ident in tree.find_all(exp.Identifier):
         if not ident.quoted and not _PLAIN.match(ident.name):
             ident.set("quoted", True)
@@ -144,7 +165,20 @@ class PushdownQuery:
     datasource: str
     tree: exp.Expression = field(repr=False)
 
+    def schemas(self) -> set[str]:
+        """The schemas its tables name (`schema.table`, once the data source's own prefix is stripped)."""
+        from sqlglot import exp
+
+        return {
+            table.args["db"].name
+            for table in self.tree.find_all(exp.Table)
+            if isinstance(table.args.get("db"), exp.Identifier)
+        }
+
     def render(self, dialect: str) -> str:
+        from sqlglot import exp
+        from sqlglot.errors import ErrorLevel, SqlglotError
+
         target = _TARGETS.get(dialect.lower())
         if target is None:
             raise ValueError(f"unknown target dialect {dialect!r}")
@@ -170,6 +204,8 @@ class PushdownQuery:
 def parse_select(sql: str, *, allow: frozenset[str] = frozenset()) -> PushdownQuery:
     """Validate `sql` as one read-only SELECT over one data source; 400 "Query not allowed" otherwise.
     `allow` names system databases the caller serves itself (the agents' `files`)."""
+    from sqlglot import exp
+
     if not isinstance(sql, str) or not sql.strip():
         raise BadRequest("The query is empty", title="Invalid SQL")
     trees = _parse(sql)
@@ -302,6 +338,9 @@ def stream_rows(
 def native_select(sql: str, dialect: str) -> str:
     """A native query (`SELECT … FROM <datasource> (<its own SQL>)`): validated as one read-only SELECT in the
     source's own dialect, and rendered back from that validated AST."""
+    from sqlglot import exp
+    from sqlglot.errors import SqlglotError
+
     target = _TARGETS.get(dialect.lower())
     if target is None:
         raise ValueError(f"unknown target dialect {dialect!r}")

@@ -24,15 +24,13 @@ import sqlite3
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
-import sqlglot
 from mindsdb_sql_parser import ast
-from sqlglot import exp
-from sqlglot.errors import SqlglotError
 
 from agentkb.errors import BadRequest
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # sqlglot: imported by the first query that needs it, not at start-up (a large import)
     import duckdb
+    from sqlglot import exp
 
 # Functions that read or write files, run programs, open connections, run SQL given as text, read settings
 # or the environment, load extensions, sleep, lock or signal; on any of the engines user SQL reaches.
@@ -89,6 +87,8 @@ def _table_function(name: str) -> BadRequest:
 def _names(node: exp.Func) -> set[str]:
     """The names a function node goes by: as written (a function sqlglot does not know), its SQL name and
     its class name (so one written under another dialect's name is caught as well)."""
+    from sqlglot import exp
+
     names = {node.sql_name().lower(), type(node).__name__.lower()}
     if isinstance(node, exp.Anonymous):
         names.add(node.name.lower())
@@ -97,6 +97,8 @@ def _names(node: exp.Func) -> set[str]:
 
 def _written(node: Any, dialect: str | None) -> str:  # an exp.Func, or whatever else stands in FROM
     """A function's name as `dialect` writes it."""
+    from sqlglot import exp
+
     if isinstance(node, exp.Anonymous):
         return node.name
     text = node.sql(dialect=dialect)
@@ -105,6 +107,8 @@ def _written(node: Any, dialect: str | None) -> str:  # an exp.Func, or whatever
 
 def check_tree(tree: exp.Expression, dialect: str | None = None) -> None:
     """Refuse a denied function anywhere in `tree` (parsed as `dialect`), and any function in FROM."""
+    from sqlglot import exp
+
     for table in tree.find_all(exp.Table):
         if not isinstance(table.this, (exp.Identifier, exp.Dot)):  # a function (or anything else) as a table
             raise _table_function(_written(table.this, dialect))
@@ -121,6 +125,10 @@ def check_tree(tree: exp.Expression, dialect: str | None = None) -> None:
 def check_duckdb(sql: str, tables: Collection[str]) -> None:
     """Refuse a DuckDB statement that is not one SELECT over `tables` (and its own CTEs), or that calls a
     denied function."""
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import SqlglotError
+
     try:
         trees = [t for t in sqlglot.parse(sql, read="duckdb") if t is not None]
     except (SqlglotError, RecursionError) as exc:

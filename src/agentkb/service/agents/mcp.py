@@ -12,8 +12,6 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from sqlglot import exp
-
 from agentkb.agents.files_db import FILES
 from agentkb.agents.tools import AgentTools
 from agentkb.service.catalog.data_sources import DataSourceService
@@ -43,11 +41,7 @@ def _tables_named(sql: str) -> list[str]:
     """The allow-list entries a query needs: every table of the data source it names (and of each schema
     it names there). The fence still checks the query; this only widens the list to that source."""
     query = pushdown.parse_select(strip_wrappers(sql), allow=frozenset({FILES}))
-    schemas = {
-        table.args["db"].name
-        for table in query.tree.find_all(exp.Table)
-        if isinstance(table.args.get("db"), exp.Identifier)
-    }
+    schemas = query.schemas()
     return [f"{query.datasource}.*", *(f"{query.datasource}.{schema}.*" for schema in sorted(schemas))]
 
 
