@@ -85,3 +85,43 @@ def test_restart_after_kill(data_dir: Path) -> None:
     with serve(data_dir, port):
         assert httpx.get(f"{url}/api/projects/mindsdb/agents/survivor").status_code == 200
     assert not _postgres_running(data_dir / "pg")
+
+
+PLUGIN = """
+import os
+
+
+class Plugin:
+    def new_schema_validator(self, *args, **kwargs):
+        return None, None, None
+
+
+open(os.environ["PLUGIN_MARK"], "a").close()
+plugin = Plugin()
+"""
+
+
+def test_serve_loads_no_pydantic_plugin_unless_asked(data_dir: Path, tmp_path: Path) -> None:
+    """pydantic scans every installed package's entry points for plugins as the first model is built; `agentkb
+    serve` sets PYDANTIC_DISABLE_PLUGINS unless the operator did, so a start skips that scan. An installed
+    plugin (a distribution on PYTHONPATH declaring one) loads only when the operator asks for plugins."""
+    site = tmp_path / "site"
+    (site / "agentkb_test_plugin-1.0.dist-info").mkdir(parents=True)
+    (site / "agentkb_test_plugin-1.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: agentkb-test-plugin\nVersion: 1.0\n"
+    )
+    (site / "agentkb_test_plugin-1.0.dist-info" / "entry_points.txt").write_text(
+        "[pydantic]\nagentkb_test_plugin = agentkb_test_plugin:plugin\n"
+    )
+    (site / "agentkb_test_plugin.py").write_text(PLUGIN)
+    mark = tmp_path / "loaded"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTKB_", "PYDANTIC_"))}
+    env.update(PYTHONPATH=os.pathsep.join([str(site), env.get("PYTHONPATH", "")]), PLUGIN_MARK=str(mark))
+    port = free_port()
+    with serve(data_dir, port, env):
+        assert httpx.get(f"http://127.0.0.1:{port}/api/projects").status_code == 200
+    assert not mark.exists()
+
+    with serve(data_dir, port, {**env, "PYDANTIC_DISABLE_PLUGINS": ""}):  # the operator's choice: all plugins
+        assert httpx.get(f"http://127.0.0.1:{port}/api/projects").status_code == 200
+    assert mark.exists()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -56,6 +57,10 @@ def serve(
     # no garbage collection while the server's modules import and its services start: it walks what will
     # live as long as the process; started again once the server listens (cli.server.settle_garbage_collector)
     gc.disable()
+    # pydantic looks for plugins in every installed package's entry points as it builds the first model
+    # (~20-40 ms of a start, the more packages the longer); the server uses none. An operator's own
+    # PYDANTIC_DISABLE_PLUGINS wins (set empty, every plugin loads). The --workers processes inherit it.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     from agentkb.logs import configure
     from agentkb.settings import Settings
     from agentkb.storage.embedded import EmbeddedPostgres
