@@ -65,6 +65,10 @@ async def test_a_chunk_row_is_kept_whole(served: Any, pg_url: str, unique: str, 
         async with db.connect() as conn:
             back = dict((await conn.execute(text(f"SELECT chunk_id, content FROM {table}"))).tuples().all())
         assert back == {w.chunk_id: w.content for w in writes}
+        async with db.connect() as conn:  # counted only as far as asked (BM25's "is this KB large?")
+            counted = [await chunks.count_up_to(conn, table, n) for n in (1, 39, 40, 41, 1000)]
+            assert counted == [1, 39, 40, 40, 40]
+            assert await chunks.counts(conn, table) == (40, 40)
 
 
 async def test_a_row_larger_than_a_page_is_still_stored(served: Any, pg_url: str, unique: str) -> None:

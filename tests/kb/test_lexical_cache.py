@@ -24,8 +24,11 @@ class Corpus:
         self.gate = asyncio.Event()
         self.gate.set()
         self.loads = 0
+        self.sized = 0
 
     async def size(self) -> int:
+        self.sized += 1
+        await asyncio.sleep(0)  # a round trip: other searches run meanwhile
         return len(self.texts)
 
     async def load(self) -> tuple[list[str], list[str]]:
@@ -100,3 +103,29 @@ async def test_two_versions_built_side_by_side_each_get_their_own() -> None:
     assert newer is not None and sorted(newer.search("fuser", 5)) == ["a", "c"]
     assert older is not None and older.search("fuser", 5) == ["a"]
     assert await cache.get(1, V2, size, loader(old_gate, {})) is newer  # the newer one stays cached
+
+
+async def test_searches_during_a_large_build_neither_count_nor_build_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While a large KB's first index builds, its searches go on by vectors alone without counting its
+    chunks again (at a million chunks each count read the whole table) or starting another build, however
+    many arrive at once."""
+    monkeypatch.setattr(lexical, "SYNC_BUILD_MAX_CHUNKS", 1)
+    corpus = Corpus({"a": "the fuser unit overheated", "b": "paper jammed at the rear roller"})
+    cache = LexicalIndexes()
+    corpus.gate.clear()
+    found = await asyncio.gather(*(cache.get(1, V1, corpus.size, corpus.load) for _ in range(5)))
+    assert found == [None] * 5
+    for _ in range(20):
+        assert await cache.get(1, V1, corpus.size, corpus.load) is None
+    assert corpus.loads == 1
+    assert corpus.sized <= 5  # the concurrent first searches; none of the later ones
+    sized = corpus.sized
+    corpus.gate.set()
+    for _ in range(200):
+        if (index := await cache.get(1, V1, corpus.size, corpus.load)) is not None:
+            break
+        await asyncio.sleep(0.01)
+    assert index is not None and index.search("fuser", 5) == ["a"]
+    assert (corpus.loads, corpus.sized) == (1, sized)

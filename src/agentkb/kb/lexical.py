@@ -99,25 +99,30 @@ class LexicalIndexes:
 
     def __init__(self) -> None:
         self._indexes: dict[int, tuple[datetime, BM25Index]] = {}
-        self._building: dict[int, tuple[datetime, asyncio.Task[BM25Index | None]]] = {}
+        # kb id -> (version, its build, whether searches go on without waiting for it: a large KB)
+        self._building: dict[int, tuple[datetime, asyncio.Task[BM25Index | None], bool]] = {}
         self._lock = threading.Lock()
 
     async def get(
         self, kb_id: int, version: datetime, size: Callable[[], Awaitable[int]], load: Loader
     ) -> BM25Index | None:
         """The index of `version`, built now when the KB is small; while a large KB's index of `version` is
-        built in the background, the index of the version before (None before its first index)."""
+        built in the background, the index of the version before (None before its first index). `size`
+        (the KB's chunks, counted at least past `SYNC_BUILD_MAX_CHUNKS`) is asked only when a build starts,
+        not by every search while one runs."""
         cached = self._indexes.get(kb_id)
         if cached is not None and cached[0] == version:
             return cached[1]
-        chunks = len(cached[1].chunk_ids) if cached is not None else await size()
         building = self._building.get(kb_id)
         if building is None or building[0] != version:
-            task = asyncio.create_task(self._build(kb_id, version, load))
-            self._building[kb_id] = (version, task)
-            task.add_done_callback(lambda t: self._done(kb_id, t))
-            building = (version, task)
-        if chunks > SYNC_BUILD_MAX_CHUNKS:
+            chunks = len(cached[1].chunk_ids) if cached is not None else await size()
+            building = self._building.get(kb_id)  # another search may have started it meanwhile
+            if building is None or building[0] != version:
+                task = asyncio.create_task(self._build(kb_id, version, load))
+                building = (version, task, chunks > SYNC_BUILD_MAX_CHUNKS)
+                self._building[kb_id] = building
+                task.add_done_callback(lambda t: self._done(kb_id, t))
+        if building[2]:
             return cached[1] if cached is not None else None
         # this version's own build: searches of another version (a process's stale KB row and a fresh
         # one, side by side) may finish theirs later and keep theirs as the cached one

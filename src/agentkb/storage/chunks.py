@@ -396,6 +396,17 @@ async def upsert_chunks(conn: AsyncConnection, table: str, writes: list[ChunkWri
     )
 
 
+async def count_up_to(conn: AsyncConnection, table: str, limit: int) -> int:
+    """The table's chunks, counted up to `limit` (a larger table answers `limit`): reads at most `limit` rows,
+    where `counts` reads them all."""
+    row = (
+        await conn.execute(
+            text(f"SELECT count(*) FROM (SELECT 1 FROM {table} LIMIT :limit) o"), {"limit": limit}
+        )
+    ).one()
+    return int(row[0])
+
+
 async def counts(conn: AsyncConnection, table: str) -> tuple[int, int]:
     """(documents, chunks)."""
     row = (

@@ -19,7 +19,7 @@ from agentkb.errors import NotFound
 from agentkb.guarded_http import guarded_httpx_client
 from agentkb.kb import rerank
 from agentkb.kb.embedders.registry import EmbedderRegistry
-from agentkb.kb.lexical import LexicalIndexes
+from agentkb.kb.lexical import SYNC_BUILD_MAX_CHUNKS, LexicalIndexes
 from agentkb.kb.search import (
     DEFAULT_LIMIT,
     MAX_CONTENT_LIMIT,
@@ -333,8 +333,9 @@ class SearchService:
             raise
 
     async def _chunk_count(self, kb: KnowledgeBaseRow) -> int:
+        """The KB's chunks, counted only as far as BM25 needs to know whether its first build waits."""
         async with self._chunk_table(kb, self.db) as conn:
-            return (await chunks.counts(conn, kb.storage_table))[1]
+            return await chunks.count_up_to(conn, kb.storage_table, SYNC_BUILD_MAX_CHUNKS + 1)
 
     async def _texts(self, kb: KnowledgeBaseRow) -> tuple[list[str], list[str]]:
         async with self._chunk_table(kb, self.db) as conn:
