@@ -18,7 +18,8 @@ GB = 2**30
 def test_shared_buffers_is_a_quarter_of_memory_within_bounds() -> None:
     assert settings(2 * GB) == {"shared_buffers": "512MB"}
     assert settings(GB // 4) == {"shared_buffers": "128MB"}  # never below PostgreSQL's default
-    assert settings(64 * GB) == {"shared_buffers": "1024MB"}
+    assert settings(16 * GB) == {"shared_buffers": "4096MB"}
+    assert settings(64 * GB) == {"shared_buffers": "8192MB"}
 
 
 def shared_buffers_bytes(url: str) -> int:
