@@ -18,7 +18,8 @@ from tests.secret_helpers import fresh_database
 # imported on first use: the MCP SDK, pydantic-ai and each provider's SDK, DuckDB, the file parsers and the
 # crawler's extractor and its httpx, the local embedders' engines, the API embedders' aiohttp, Alembic
 # (migrations due), the web console's pages and their templates' Jinja2, NumPy (vectors are made on first use),
-# sqlglot (agents' and pushed-down SQL)
+# sqlglot (agents' and pushed-down SQL), the text splitter (documents chunked), psutil (the embedded PostgreSQL's
+# start, in its own thread), cryptography's key serialization (Snowflake key pairs)
 HEAVY = (
     "mcp",
     "mcp_types",
@@ -55,6 +56,9 @@ HEAVY = (
     "numpy",
     "threadpoolctl",
     "sqlglot",
+    "semantic_text_splitter",
+    "psutil",
+    "cryptography.hazmat.primitives.serialization",
 )
 SERVER = ("agentkb.app", "agentkb.api", "agentkb.console", "fastapi", "starlette", "uvicorn")
 

@@ -10,10 +10,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib.metadata import version
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from semantic_text_splitter import TextSplitter
 
 from agentkb.kb import text_splitter
 from agentkb.kb.documents import ROWS_SOURCE, Document, json_safe
@@ -40,6 +39,9 @@ __all__ = [
     "source_fingerprint",
 ]
 
+if TYPE_CHECKING:
+    from semantic_text_splitter import TextSplitter
+
 
 # not frozen, as `kb.documents.Document` says why; contextual chunking rewrites `content` and `content_hash`
 @dataclass(slots=True)
@@ -53,6 +55,8 @@ class Chunk:
 
 @lru_cache(maxsize=16)
 def _splitter(size: int, overlap: int) -> TextSplitter:
+    from semantic_text_splitter import TextSplitter  # imported with the first document chunked
+
     return TextSplitter(size, overlap=overlap)
 
 

@@ -16,7 +16,6 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from cryptography.hazmat.primitives import serialization
 from sqlalchemy.engine import URL
 
 from agentkb.destinations import DataSourcePolicy
@@ -140,6 +139,8 @@ def snowflake_host(account: str) -> str:
 
 
 def _snowflake_key(params: Mapping[str, Any], policy: DataSourcePolicy) -> dict[str, Any]:
+    from cryptography.hazmat.primitives import serialization  # only Snowflake's key-pair logins need it
+
     passphrase = text(params, "private_key_passphrase")
     pem = text(params, "private_key")
     if pem is not None:

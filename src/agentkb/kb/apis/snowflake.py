@@ -16,14 +16,15 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from agentkb.errors import BadRequest
 from agentkb.kb.apis.names import SNOWFLAKE, http_url, required, text
+
+if TYPE_CHECKING:  # cryptography's key types: imported where a key pair is read or signs
+    from cryptography.hazmat.primitives.asymmetric import rsa
 
 _ACCOUNT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 JWT_LIFETIME = 3600
@@ -65,6 +66,9 @@ class KeyPairToken:
             return self._token
 
     def _make(self, now: int) -> str:
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import padding
+
         public = self.private_key.public_key().public_bytes(
             serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
         )
@@ -106,6 +110,9 @@ def default_url(account_id: str) -> str:
 
 
 def _private_key(pem: str, field_name: str) -> rsa.RSAPrivateKey:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
     try:
         key = serialization.load_pem_private_key(pem.encode(), password=None)
     except (ValueError, TypeError) as exc:
