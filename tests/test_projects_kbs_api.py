@@ -427,16 +427,24 @@ def test_listings_find_the_project_in_one_query(client: httpx.Client, unique: st
     assert_problem(client.get(f"/api/projects/{name}/knowledge_bases/kb_omega"), 404)
     assert_problem(client.get(f"/api/projects/{name}_none/agents/alpha"), 404)
     # a second project spelt with other cases (the API refuses one, the database holds it): each spelling
-    # lists its own rows, another spelling the first project created
+    # lists and finds its own rows, another spelling the first project's; a look-up by name agrees with the
+    # listing (the twin holds no agent or KB, so none is found through it)
     twin = name.upper()
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("INSERT INTO projects (name) VALUES (%s)", (twin,))
     try:
         assert client.get(f"/api/projects/{twin}/agents").json() == []
         assert client.get(f"/api/projects/{twin}/knowledge_bases").json() == []
+        assert_problem(client.get(f"/api/projects/{twin}/agents/alpha"), 404)
+        assert_problem(client.get(f"/api/projects/{twin}/knowledge_bases/kb_alpha"), 404)
+        search = {"query": "anything", "limit": 1}
+        assert_problem(client.post(f"/api/projects/{twin}/knowledge_bases/kb_alpha/search", json=search), 404)
         assert len(client.get(f"/api/projects/{name}/agents").json()) == 2
+        assert client.get(f"/api/projects/{name}/agents/alpha").json()["name"] == "alpha"
         mixed = name[0].upper() + name[1:]
         assert len(client.get(f"/api/projects/{mixed}/knowledge_bases").json()) == 2
+        assert client.get(f"/api/projects/{mixed}/knowledge_bases/kb_alpha").json()["project_name"] == name
+        assert client.get(f"/api/projects/{mixed}/agents/alpha").json()["name"] == "alpha"
     finally:
         with psycopg.connect(pg_url, autocommit=True) as conn:
             conn.execute("DELETE FROM projects WHERE name = %s", (twin,))

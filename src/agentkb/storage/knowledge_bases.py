@@ -82,18 +82,20 @@ async def get(
     return _row(row) if row else None
 
 
-# agent runs, searches and GETs look KBs up by name: the project matched case-insensitively, its exact spelling
-# first (as `projects.get`), on the driver connection (`fetch_tuples`)
+# agent runs, searches and GETs look KBs up by name: the project found as `projects.get` finds it (its exact
+# spelling, else its case-insensitive match: the listings' `BY_NAME_SQL`), then the KB in that project alone,
+# on the driver connection (`fetch_tuples`)
 _IN_PROJECT = (
-    f"SELECT {_COLUMNS} FROM knowledge_bases k JOIN projects p ON p.id = k.project_id "
-    "WHERE lower(p.name) = :lower_project AND k.name = :name ORDER BY (p.name = :project) DESC LIMIT 1"
+    f"SELECT {_COLUMNS} FROM ({BY_NAME_SQL}) p JOIN knowledge_bases k ON k.project_id = p.id "
+    "WHERE k.name = :row_name"
 )
 
 
 async def get_in_project(conn: AsyncConnection, project_name: str, name: str) -> KnowledgeBaseRow | None:
-    """One round trip for the hot path: the KB `name` of the project named `project_name` (the project
-    matched case-insensitively, its exact spelling first, as `projects.get`)."""
-    params = {"lower_project": project_name.lower(), "name": name, "project": project_name}
+    """One round trip for the hot path: the KB `name` of the project named `project_name`, the project found
+    as `projects.get` and `list_in_project` find it (None when that project has no such KB, whatever another
+    spelling of the name holds)."""
+    params = {**by_name_params(project_name), "row_name": name}
     rows = await fetch_tuples(conn, _IN_PROJECT, params)
     return KnowledgeBaseRow(*rows[0]) if rows else None
 
