@@ -12,7 +12,7 @@ import httpx2
 import pytest
 
 from agentkb.agents.providers import PROVIDERS, ProviderContext
-from agentkb.service.catalog.agents import PROVIDERS as ACCEPTED
+from agentkb.service.catalog.agent_input import PROVIDERS as ACCEPTED
 from tests.helpers import create_agent
 from tests.openai_stub import OpenAIStub, text
 

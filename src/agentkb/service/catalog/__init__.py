@@ -2,7 +2,8 @@
 a knowledge base's export and import (`transfer`), scheduled jobs' records (`sql_jobs`), the one lookup of a
 KB by name (`kb_lookup`) and what of a record may be shown (`shown`)."""
 
-from agentkb.service.catalog.agents import PROVIDERS, AgentInput, AgentService
+from agentkb.service.catalog.agent_input import PROVIDERS, AgentInput
+from agentkb.service.catalog.agents import AgentService
 from agentkb.service.catalog.data_sources import DataSourceService, is_system
 from agentkb.service.catalog.files import (
     BlobWriter,

@@ -26,7 +26,7 @@ from mindsdb_sql_parser import ast
 
 from agentkb.errors import AgentKBError, BadRequest, NotFound
 from agentkb.service.agents.completions import AgentRunError, RunOptions
-from agentkb.service.catalog.agents import AgentInput, check_model_fields
+from agentkb.service.catalog.agent_input import AgentInput, check_model_fields
 from agentkb.sql import names
 from agentkb.validation import check_dict
 
