@@ -21,7 +21,7 @@ The SciFact corpus embedded once and tiled to `--chunks` (1,000,000) vectors (`b
    into the KB of a million: the API insert rate.
 
     python -m bench search1m [--chunks 1000000] [--build 16:100] [--maintenance-work-mem 4GB]
-        [--sweep 40,60,80,100,150,200,300] [--http-ef 100] [--api-rows 10000]
+        [--sweep 500,600,700,800,1000] [--http-ef 700] [--api-rows 10000]
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--build", default="16:100", help="HNSW m:ef_construction")
     parser.add_argument("--maintenance-work-mem", default="4GB")
     parser.add_argument("--parallel-workers", type=int, default=2, help="max_parallel_maintenance_workers")
-    parser.add_argument("--sweep", type=ints, default=[40, 60, 80, 100, 150, 200, 300], help="SQL-only efs")
+    parser.add_argument("--sweep", type=ints, default=[500, 600, 700, 800, 1000], help="SQL-only efs")
     parser.add_argument(
         "--http-ef", type=ints, help="ef_search over HTTP (default: the sweep's first >= 0.95)"
     )
