@@ -84,13 +84,23 @@ def settle(
     quiet = 0
     while quiet < quiet_reads:
         r = client.get(f"{base}/metrics")
-        found = (
-            [ln for ln in r.text.splitlines() if ln.startswith(MERGES_PENDING + " ")] if r.is_success else []
-        )
-        if not found:
+        found = gauge_value(r.text, MERGES_PENDING) if r.is_success else None
+        if found is None:
             return None
-        quiet = quiet + 1 if float(found[0].split()[1]) == 0 else 0
+        quiet = quiet + 1 if found == 0 else 0
         if time.perf_counter() - started > timeout_s:
             raise RuntimeError(f"{base}: index merges still pending after {timeout_s:.0f} s")
         time.sleep(0.05 if quiet else 0.2)
     return round(time.perf_counter() - started, 3)
+
+
+def gauge_value(exposition: str, name: str) -> float | None:
+    """The value of the unlabelled sample `name` in a Prometheus text exposition (prometheus-client's parser:
+    comments, labels, exemplars and timestamps as the format has them); None when it has none."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        families = list(text_string_to_metric_families(exposition))
+    except ValueError:  # not an exposition (MindsDB answers /metrics otherwise)
+        return None
+    return next((s.value for f in families for s in f.samples if s.name == name and not s.labels), None)
