@@ -151,11 +151,12 @@ class AgentService:
                 check_data_scope(values["data"])
             if prompt is not None:
                 values["prompt_template"] = prompt
+            given_params = params_of(given)  # checked once; {} when none were sent
             if given.params is not None:
-                merged = {**agent.params, **restore_masked(params_of(given), agent.params)}
+                merged = {**agent.params, **restore_masked(given_params, agent.params)}
                 new_params = {k: v for k, v in merged.items() if v is not None}
                 values["params"] = self.box.seal(new_params)
-            check_agent_binding(agent, new_model, new_params, model or {}, params_of(given))
+            check_agent_binding(agent, new_model, new_params, model or {}, given_params)
             try:
                 async with conn.begin_nested():
                     return self._shown(await repo.update(conn, agent.id, values))
