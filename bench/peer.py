@@ -4,7 +4,10 @@ in one run, and the ratios.
 The workload, run against agentkb (`agentkb serve`, fresh data directory) and against the peer: a server
 speaking MindsDB's HTTP API given with `--peer-url` (already running), or MindsDB itself started and stopped
 by this benchmark with `--mindsdb DIR` (DIR holds `mindsdb-venv/`, a virtualenv with `mindsdb[kb]`, and
-`mindsdb-data/config.json`, whose HTTP API listens on `--mindsdb-port`, default 47335):
+`mindsdb-data/config.json`, whose HTTP API listens on `--mindsdb-port`, default 47335). Both servers are up
+together; the load phases (1–2) run on one after the other, the searches (3) and completions (4) interleaved
+(searches in blocks of 20, completions run by run), so that both are timed under the same load of this shared
+machine (`bench.peer_phases`):
 
 1. create a knowledge base whose `embedding_model` is the instant stub embedder
    (`{"provider": "openai", "model_name": "stub", "base_url": <stub>/v1, "api_key": "x", "dimensions": 384}`);
@@ -47,21 +50,19 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from bench.agent import Client, chunk_kinds
-from bench.common import TextGenerator, print_table, rate, sql, summary_ms, write_result
+from bench.common import TextGenerator, print_table, write_result
 from bench.mindsdb import mindsdb_server
-from bench.peer_setup import AGENT, KB, PROJECT, create_agent, create_kb, drop, insert, settle
+from bench.peer_phases import SEARCH_BLOCK, WARM_UP, Side, workload
+from bench.peer_setup import KB, PROJECT
 from bench.stubs import bench_stub, kb_tool_then_answer, last_user_text, precomputed
 from tests.openai_stub import CHAT_ANSWER, OpenAIStub, Reply
 
 SEED = 41
-WARM_UP = 5  # searches before the timed ones, with queries not among them
 
 
 def chat_script(kb: str) -> Any:
@@ -95,131 +96,11 @@ def chat_script(kb: str) -> Any:
     return script
 
 
-def _kinds(chunks: list[Any]) -> list[str]:
-    """agentkb's chunk kinds (`chunk_kinds`), else a chunk's own `type` (MindsDB 26.1: status, context, data)."""
-    return [
-        kind if kind != "?" or not isinstance(chunk, dict) else str(chunk.get("type") or "?")
-        for kind, chunk in zip(chunk_kinds(chunks), chunks, strict=True)
-    ]
-
-
-def _computed(stub: OpenAIStub) -> int:
-    """How many texts the stub has computed a vector for on request (all of them with `--computed-vectors`)."""
-    return int(getattr(stub.embed, "misses", stub.texts))
-
-
-def workload(
-    base: str,
-    stub: OpenAIStub,
-    rows: list[dict[str, Any]],
-    batch: int,
-    queries: list[str],
-    completions: int,
-    questions: list[str],
-    embedding_model: dict[str, Any],
-) -> dict[str, Any]:
-    """The workload against one server at `base`; timings and checks."""
-    out: dict[str, Any] = {}
-    kbs = f"{base}/api/projects/{PROJECT}/knowledge_bases"
-    agents = f"{base}/api/projects/{PROJECT}/agents"
-    with httpx.Client(timeout=httpx.Timeout(1800, connect=30)) as client:
-        drop(client, base)  # leftovers of an earlier run on a long-lived peer
-
-        out["create_kb_ms"] = create_kb(client, kbs, embedding_model)
-
-        embeds, computed = stub.texts, _computed(stub)
-        started = time.perf_counter()
-        puts = insert(client, kbs, rows, batch, "insert")
-        seconds = time.perf_counter() - started
-        out["insert"] = {
-            "rows": len(rows),
-            "seconds": round(seconds, 3),
-            "rows_per_s": rate(len(rows), seconds),
-            "put": summary_ms(puts),
-            "stub_texts_embedded": stub.texts - embeds,
-            "stub_vectors_computed": _computed(stub) - computed,
-        }
-        print(
-            f"    inserted {len(rows):,} rows in {seconds:.1f}s ({out['insert']['rows_per_s']} rows/s)",
-            flush=True,
-        )
-
-        embeds, computed = stub.texts, _computed(stub)
-        started = time.perf_counter()
-        insert(client, kbs, rows, batch, "re-insert")
-        seconds = time.perf_counter() - started
-        out["reinsert"] = {
-            "rows": len(rows),
-            "seconds": round(seconds, 3),
-            "rows_per_s": rate(len(rows), seconds),
-            "stub_texts_embedded": stub.texts - embeds,
-            "stub_vectors_computed": _computed(stub) - computed,
-        }
-        print(
-            f"    re-inserted {len(rows):,} unchanged rows in {seconds:.1f}s "
-            f"({out['reinsert']['rows_per_s']} rows/s)",
-            flush=True,
-        )
-
-        out["index_settled_s"] = settle(client, base)
-        warm_up, queries = queries[:WARM_UP], queries[WARM_UP:]
-        for q in warm_up:  # queries of their own: a server that caches query vectors gains nothing from them
-            sql(client, base, f"SELECT * FROM {PROJECT}.{KB} WHERE content = '{q}' LIMIT 10")
-        latencies: list[float] = []
-        empty, computed = 0, _computed(stub)
-        started = time.perf_counter()
-        for q in queries:
-            t = time.perf_counter()
-            answer = sql(client, base, f"SELECT * FROM {PROJECT}.{KB} WHERE content = '{q}' LIMIT 10")
-            latencies.append(time.perf_counter() - t)
-            empty += not answer.get("data")
-        seconds = time.perf_counter() - started
-        out["search"] = {
-            **summary_ms(latencies),
-            "queries": len(queries),
-            "qps": rate(len(queries), seconds),
-            "empty_answers": empty,
-            "stub_vectors_computed": _computed(stub) - computed,
-        }
-        print(f"    {len(queries)} SQL KB searches: p50 {out['search']['p50_ms']} ms", flush=True)
-
-        create_agent(client, agents, stub)
-        streamer = Client(base)
-        try:
-            body = {"messages": [{"question": questions[0], "answer": None}]}
-            streamer.stream(f"/api/projects/{PROJECT}/agents/{AGENT}/completions/stream", body)  # warm-up
-            first, end, outputs = [], [], 0
-            sequences: dict[str, int] = {}
-            chats, computed = stub.chat_requests, _computed(stub)
-            for i in range(completions):
-                body = {"messages": [{"question": questions[(i + 1) % len(questions)], "answer": None}]}
-                t = streamer.stream(f"/api/projects/{PROJECT}/agents/{AGENT}/completions/stream", body)
-                if t["first_data_s"] is not None:
-                    first.append(t["first_data_s"])
-                if t["end_s"] is not None:
-                    end.append(t["end_s"])
-                kinds = _kinds(t["chunks"])
-                outputs += "output" in kinds or "data" in kinds  # an answer: agentkb's output, MindsDB's data
-                sequences[",".join(kinds)] = sequences.get(",".join(kinds), 0) + 1
-        finally:
-            streamer.close()
-        out["stream"] = {
-            "completions": completions,
-            "start": summary_ms(first),
-            "end": summary_ms(end),
-            "with_output": outputs,
-            "chunk_sequences": sequences,
-            "stub_chat_requests": stub.chat_requests - chats,
-            "stub_vectors_computed": _computed(stub) - computed,
-        }
-        print(
-            f"    {completions} streamed completions: start p50 {out['stream']['start']['p50_ms']} ms, "
-            f"end p50 {out['stream']['end']['p50_ms']} ms, sequences {sequences}",
-            flush=True,
-        )
-
-        drop(client, base)
-    return out
+def peer_server(args: argparse.Namespace) -> contextlib.AbstractContextManager[str | None]:
+    """MindsDB started from `--mindsdb`, else the running server of `--peer-url`, else None (no peer)."""
+    if args.mindsdb:
+        return mindsdb_server(args.mindsdb, args.mindsdb_port)
+    return contextlib.nullcontext(args.peer_url.rstrip("/") if args.peer_url else None)
 
 
 def peer_embedding_model(stub: OpenAIStub) -> dict[str, Any]:
@@ -355,28 +236,42 @@ def main(argv: list[str]) -> None:
     ) as stub:
         print(f"  stubs at {stub.url}", flush=True)
 
-        def measure(base: str, embedding_model: dict[str, Any]) -> dict[str, Any]:
-            if args.clients:
-                return concurrent.workload(base, stub, rows, queries, questions, embedding_model, args)
-            return workload(base, stub, *work, embedding_model)
-
-        print("  agentkb:", flush=True)
-        with agentkb_server(args=["--workers", str(args.workers)] if args.clients else None) as base:
-            cpu = cpu_seconds(base)
-            results["agentkb"] = measure(base, stub.embedding_model())
-            if not args.clients:  # cpu_seconds counts the main process, not `--workers`' others
+        if args.clients:  # each server alone, one after the other
+            with agentkb_server(args=["--workers", str(args.workers)]) as base:
+                print("  agentkb:", flush=True)
+                results["agentkb"] = concurrent.workload(
+                    base, stub, rows, queries, questions, stub.embedding_model(), args
+                )
+            with peer_server(args) as peer_base:
+                if peer_base:
+                    print(f"  peer {peer_base}:", flush=True)
+                    status = httpx.get(f"{peer_base}/api/status", timeout=30)
+                    results["peer"] = concurrent.workload(
+                        peer_base, stub, rows, queries, questions, peer_embedding_model(stub), args
+                    )
+                    results["peer"]["status"] = (
+                        status.json() if status.status_code == 200 else status.status_code
+                    )
+        else:  # both servers up at once, their searches and completions interleaved (bench.peer_phases)
+            with agentkb_server() as base, peer_server(args) as peer_base:
+                sides = [Side("agentkb", base, stub.embedding_model())]
+                if peer_base:
+                    print(f"  agentkb {base}, peer {peer_base}", flush=True)
+                    status = httpx.get(f"{peer_base}/api/status", timeout=30)
+                    sides.append(Side("peer", peer_base, peer_embedding_model(stub)))
+                cpu = cpu_seconds(base)
+                try:
+                    workload(sides, stub, *work)
+                finally:
+                    for side in sides:
+                        side.close()
+                results["agentkb"] = sides[0].out
                 results["agentkb"]["server_cpu_s"] = cpu_delta(cpu, cpu_seconds(base))
-        server = (
-            mindsdb_server(args.mindsdb, args.mindsdb_port)
-            if args.mindsdb
-            else contextlib.nullcontext(args.peer_url.rstrip("/") if args.peer_url else None)
-        )
-        with server as peer_base:
-            if peer_base:
-                print(f"  peer {peer_base}:", flush=True)
-                status = httpx.get(f"{peer_base}/api/status", timeout=30)
-                results["peer"] = measure(peer_base, peer_embedding_model(stub))
-                results["peer"]["status"] = status.json() if status.status_code == 200 else status.status_code
+                if peer_base:
+                    results["peer"] = sides[1].out
+                    results["peer"]["status"] = (
+                        status.json() if status.status_code == 200 else status.status_code
+                    )
 
     if args.clients:
         concurrent.report(results, args, n, peer_name, load_before)
@@ -413,8 +308,9 @@ def main(argv: list[str]) -> None:
             "table": table,
             "details": details,
             "note": (
-                f"Both servers in one run, the same instant stubs (vectors {vectors}); peer: "
-                f"{peer_name or 'none'}. Load average "
+                f"Both servers up in one run, the same instant stubs (vectors {vectors}); peer: "
+                f"{peer_name or 'none'}. Loads one server after the other; searches interleaved in blocks of "
+                f"{SEARCH_BLOCK}, completions run by run. Load average "
                 f"{load_before} before and {load_after} after the run (the machine is shared: compare the "
                 "ratios, not the figures). agentkb advantage: the peer's latency over agentkb's, agentkb's "
                 "throughput over the peer's."
