@@ -6,7 +6,7 @@ speaking MindsDB's HTTP API given with `--peer-url` (already running), or MindsD
 by this benchmark with `--mindsdb DIR` (DIR holds `mindsdb-venv/`, a virtualenv with `mindsdb[kb]`, and
 `mindsdb-data/config.json`, whose HTTP API listens on `--mindsdb-port`, default 47335). Both servers are up
 together; the load phases (1–2) run on one after the other, the searches (3) and completions (4) interleaved
-(searches in blocks of 20, completions run by run), so that both are timed under the same load of this shared
+(in blocks: 50 searches, 5 completions), so that both are timed under the same load of this shared
 machine (`bench.peer_phases`):
 
 1. create a knowledge base whose `embedding_model` is the instant stub embedder
@@ -57,7 +57,7 @@ import httpx
 
 from bench.common import TextGenerator, print_table, write_result
 from bench.mindsdb import mindsdb_server
-from bench.peer_phases import SEARCH_BLOCK, WARM_UP, Side, workload
+from bench.peer_phases import SEARCH_BLOCK, STREAM_BLOCK, WARM_UP, Side, workload
 from bench.peer_setup import KB, PROJECT
 from bench.stubs import bench_stub, kb_tool_then_answer, last_user_text, precomputed
 from tests.openai_stub import CHAT_ANSWER, OpenAIStub, Reply
@@ -310,7 +310,7 @@ def main(argv: list[str]) -> None:
             "note": (
                 f"Both servers up in one run, the same instant stubs (vectors {vectors}); peer: "
                 f"{peer_name or 'none'}. Loads one server after the other; searches interleaved in blocks of "
-                f"{SEARCH_BLOCK}, completions run by run. Load average "
+                f"{SEARCH_BLOCK}, completions of {STREAM_BLOCK}. Load average "
                 f"{load_before} before and {load_after} after the run (the machine is shared: compare the "
                 "ratios, not the figures). agentkb advantage: the peer's latency over agentkb's, agentkb's "
                 "throughput over the peer's."
