@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 from schemathesis.checks import (
@@ -61,6 +61,13 @@ def api_schema(base_url: str) -> Any:
     return schemathesis.openapi.from_url(f"{base_url}/openapi.json")
 
 
+def _framing_headers(case: Any) -> list[str]:
+    """Headers the generator made up that frame the HTTP message itself (`content-length: vOi/`): the HTTP
+    server answers such a request before the app sees it (uvicorn's 400 `Invalid HTTP request received.`, in
+    text/plain), so it checks nothing of the API."""
+    return [name for name in case.headers or {} if name.lower() in ("content-length", "transfer-encoding")]
+
+
 def _body_examples(label: str) -> list[Any]:
     method, path = label.split(" ", 1)
     content = SPEC["paths"][path][method.lower()].get("requestBody", {}).get("content", {})
@@ -84,6 +91,7 @@ def _run(
         max_examples=MAX_EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck)
     )
     def run(case: Any) -> None:
+        assume(not _framing_headers(case))
         case.call_and_validate(base_url=base_url, checks=CHECKS)
 
     if mode is GenerationMode.POSITIVE and path_parameters is not None:
