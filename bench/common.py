@@ -5,12 +5,14 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import math
 import os
 import platform
 import re
 import statistics
 import subprocess
 import sys
+import time
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -92,6 +94,18 @@ def _git_head() -> str:
         return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], text=True).strip()
     except (OSError, subprocess.CalledProcessError):
         return ""
+
+
+def loop_ms(repeat: int = 3) -> float:
+    """A reading of the machine's speed now: the milliseconds a fixed CPU-bound Python loop takes, the best of
+    `repeat` (a shared machine's speed drifts within minutes: the same loop has taken 82 and 152 ms on one
+    machine, seconds apart)."""
+    best = math.inf
+    for _ in range(repeat):
+        started = time.perf_counter()
+        sum(i * i for i in range(2_000_000))
+        best = min(best, time.perf_counter() - started)
+    return round(best * 1000, 1)
 
 
 def percentile(values: list[float], p: float) -> float:

@@ -55,7 +55,7 @@ from typing import Any
 
 import httpx
 
-from bench.common import TextGenerator, print_table, write_result
+from bench.common import TextGenerator, loop_ms, print_table, write_result
 from bench.mindsdb import mindsdb_server
 from bench.peer_phases import SEARCH_BLOCK, STREAM_BLOCK, WARM_UP, Side, workload
 from bench.peer_setup import KB, PROJECT
@@ -213,6 +213,7 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     n = args.rows or (2000 if args.quick else 10_000)
     load_before = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    speed_before = loop_ms()
 
     texts = TextGenerator(seed=SEED).texts(n)
     rows = make_rows(texts)
@@ -274,16 +275,18 @@ def main(argv: list[str]) -> None:
                     )
 
     if args.clients:
-        concurrent.report(results, args, n, peer_name, load_before)
+        concurrent.report(results, args, n, peer_name, load_before, speed_before)
         return
     a, p = results["agentkb"], results.get("peer")
     table = ratio_table(a, p, n, args)
     details = detail_table(a, p, args)
     load_after = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    speed_after = loop_ms()
     print_table(f"peer: agentkb vs {peer_name or '(no peer)'}, same workload, same instant stubs", table)
     print_table("details", details)
     print(
-        f"\nmachine: {os.cpu_count()} CPUs (load average before the run: {load_before}; after: {load_after})"
+        f"\nmachine: {os.cpu_count()} CPUs (load average before the run: {load_before}; after: {load_after}; "
+        f"a CPU-bound loop {speed_before} ms before, {speed_after} ms after)"
     )
     if not p:
         print(
@@ -297,6 +300,8 @@ def main(argv: list[str]) -> None:
             "quick": args.quick,
             "load_average_before": load_before,
             "load_average_after": load_after,
+            "loop_ms_before": speed_before,
+            "loop_ms_after": speed_after,
             "rows": n,
             "batch": args.batch,
             "searches": args.searches,

@@ -161,6 +161,10 @@ def _section(name: str, mode: str, path: Path, data: dict[str, Any]) -> list[str
         facts += f", model {data['model']}"
     if data.get("load_average_before"):
         facts += f", load average before {data['load_average_before']}"
+    if data.get("loop_ms_before") is not None:  # bench.common.loop_ms: the machine's speed then
+        facts += (
+            f", a CPU-bound loop {data['loop_ms_before']} ms before the run and {data['loop_ms_after']} after"
+        )
     out = [
         f"## {title(name, mode)}",
         "",
