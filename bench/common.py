@@ -99,7 +99,8 @@ def _git_head() -> str:
 def loop_ms(repeat: int = 3) -> float:
     """A reading of the machine's speed now: the milliseconds a fixed CPU-bound Python loop takes, the best of
     `repeat` (a shared machine's speed drifts within minutes: the same loop has taken 82 and 152 ms on one
-    machine, seconds apart)."""
+    machine, seconds apart). Only a reading: a search's many short hand-offs between processes have taken twice
+    as long from one minute to the next while this loop's time stayed within 5%."""
     best = math.inf
     for _ in range(repeat):
         started = time.perf_counter()
