@@ -55,7 +55,7 @@ from typing import Any
 
 import httpx
 
-from bench.common import TextGenerator, loop_ms, print_table, write_result
+from bench.common import TextGenerator, machine_speed, print_table, speed, write_result
 from bench.mindsdb import mindsdb_server
 from bench.peer_phases import SEARCH_BLOCK, STREAM_BLOCK, WARM_UP, Side, workload
 from bench.peer_setup import KB, PROJECT
@@ -213,7 +213,7 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     n = args.rows or (2000 if args.quick else 10_000)
     load_before = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    speed_before = loop_ms()
+    speed_before = machine_speed()
 
     texts = TextGenerator(seed=SEED).texts(n)
     rows = make_rows(texts)
@@ -281,12 +281,12 @@ def main(argv: list[str]) -> None:
     table = ratio_table(a, p, n, args)
     details = detail_table(a, p, args)
     load_after = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    speed_after = loop_ms()
+    speed_after = machine_speed()
     print_table(f"peer: agentkb vs {peer_name or '(no peer)'}, same workload, same instant stubs", table)
     print_table("details", details)
     print(
         f"\nmachine: {os.cpu_count()} CPUs (load average before the run: {load_before}; after: {load_after}; "
-        f"a CPU-bound loop {speed_before} ms before, {speed_after} ms after)"
+        f"a CPU-bound loop {speed(speed_before)} before, {speed(speed_after)} after)"
     )
     if not p:
         print(
@@ -300,8 +300,10 @@ def main(argv: list[str]) -> None:
             "quick": args.quick,
             "load_average_before": load_before,
             "load_average_after": load_after,
-            "loop_ms_before": speed_before,
-            "loop_ms_after": speed_after,
+            "loop_ms_before": speed_before["loop_ms"],
+            "loop_ms_after": speed_after["loop_ms"],
+            "loop_ms_two_at_once_before": speed_before["loop_ms_two_at_once"],
+            "loop_ms_two_at_once_after": speed_after["loop_ms_two_at_once"],
             "rows": n,
             "batch": args.batch,
             "searches": args.searches,

@@ -33,7 +33,7 @@ from typing import Any
 
 import httpx
 
-from bench.common import loop_ms, print_table, write_result
+from bench.common import machine_speed, print_table, speed, write_result
 from bench.http import run_load, summarise
 from bench.peer_setup import AGENT, KB, PROJECT, create_agent, create_kb, drop, insert, settle
 from tests.openai_stub import OpenAIStub
@@ -179,12 +179,12 @@ def report(
     rows_in_kb: int,
     peer_name: str | None,
     load_before: str,
-    speed_before: float,
+    speed_before: dict[str, float],
 ) -> None:
     a, p = results["agentkb"], results.get("peer")
     rows = table(a, p, args.clients)  # the table's rows
     load_after = _load_average()
-    speed_after = loop_ms()
+    speed_after = machine_speed()
     print_table(
         f"peer: agentkb (serve --workers {args.workers}) vs {peer_name or '(no peer)'}, {args.clients} concurrent "
         f"clients, {args.duration:g} s per load",
@@ -192,7 +192,7 @@ def report(
     )
     print(
         f"\nmachine: {os.cpu_count()} CPUs (load average before the run: {load_before}; after: {load_after}; "
-        f"a CPU-bound loop {speed_before} ms before, {speed_after} ms after)"
+        f"a CPU-bound loop {speed(speed_before)} before, {speed(speed_after)} after)"
     )
     mode = f"{args.clients} concurrent clients"
     write_result(
@@ -205,8 +205,10 @@ def report(
             "agentkb_workers": args.workers,
             "load_average_before": load_before,
             "load_average_after": load_after,
-            "loop_ms_before": speed_before,
-            "loop_ms_after": speed_after,
+            "loop_ms_before": speed_before["loop_ms"],
+            "loop_ms_after": speed_after["loop_ms"],
+            "loop_ms_two_at_once_before": speed_before["loop_ms_two_at_once"],
+            "loop_ms_two_at_once_after": speed_after["loop_ms_two_at_once"],
             "rows": rows_in_kb,
             "peer": peer_name,
             "peer_measured": bool(p),

@@ -161,10 +161,14 @@ def _section(name: str, mode: str, path: Path, data: dict[str, Any]) -> list[str
         facts += f", model {data['model']}"
     if data.get("load_average_before"):
         facts += f", load average before {data['load_average_before']}"
-    if data.get("loop_ms_before") is not None:  # bench.common.loop_ms: the machine's speed then
-        facts += (
-            f", a CPU-bound loop {data['loop_ms_before']} ms before the run and {data['loop_ms_after']} after"
-        )
+    if data.get("loop_ms_before") is not None:  # bench.common.machine_speed: the machine's speed then
+        two = data.get("loop_ms_two_at_once_before")
+        facts += f", a CPU-bound loop {data['loop_ms_before']} ms before the run"
+        facts += f" ({two} ms two at once)" if two is not None else ""
+        facts += f" and {data['loop_ms_after']} after"
+        two = data.get("loop_ms_two_at_once_after")
+        facts += f" ({two})" if two is not None else ""
+
     out = [
         f"## {title(name, mode)}",
         "",
