@@ -122,9 +122,25 @@ def machine_speed() -> dict[str, float]:
     return {"loop_ms": loop_ms(), "loop_ms_two_at_once": loop_ms(at_once=2)}
 
 
-def speed(reading: dict[str, float]) -> str:
-    """A `machine_speed` reading in words."""
-    return f"{reading['loop_ms']} ms alone, {reading['loop_ms_two_at_once']} ms two at once"
+def speed_fields(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """Two `machine_speed` readings, before and after a run, as a result file keeps them (`bench.report`)."""
+    return {
+        f"{key}_{when}": reading[key]
+        for when, reading in (("before", before), ("after", after))
+        for key in reading
+    }
+
+
+def machine_line(load_before: str, load_after: str, before: dict[str, float], after: dict[str, float]) -> str:
+    """The machine's state around a run, as a benchmark prints it under its tables."""
+
+    def speed(reading: dict[str, float]) -> str:
+        return f"{reading['loop_ms']} ms alone, {reading['loop_ms_two_at_once']} ms two at once"
+
+    return (
+        f"machine: {os.cpu_count()} CPUs (load average before the run: {load_before}; after: {load_after}; "
+        f"a CPU-bound loop {speed(before)} before, {speed(after)} after)"
+    )
 
 
 def percentile(values: list[float], p: float) -> float:

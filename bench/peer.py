@@ -55,7 +55,7 @@ from typing import Any
 
 import httpx
 
-from bench.common import TextGenerator, machine_speed, print_table, speed, write_result
+from bench.common import TextGenerator, machine_line, machine_speed, print_table, speed_fields, write_result
 from bench.mindsdb import mindsdb_server
 from bench.peer_phases import SEARCH_BLOCK, STREAM_BLOCK, WARM_UP, Side, workload
 from bench.peer_setup import KB, PROJECT
@@ -101,6 +101,12 @@ def peer_server(args: argparse.Namespace) -> contextlib.AbstractContextManager[s
     if args.mindsdb:
         return mindsdb_server(args.mindsdb, args.mindsdb_port)
     return contextlib.nullcontext(args.peer_url.rstrip("/") if args.peer_url else None)
+
+
+def peer_status(base: str) -> Any:
+    """The peer's `/api/status` answer (its version), else its HTTP status code."""
+    status = httpx.get(f"{base}/api/status", timeout=30)
+    return status.json() if status.status_code == 200 else status.status_code
 
 
 def peer_embedding_model(stub: OpenAIStub) -> dict[str, Any]:
@@ -246,19 +252,17 @@ def main(argv: list[str]) -> None:
             with peer_server(args) as peer_base:
                 if peer_base:
                     print(f"  peer {peer_base}:", flush=True)
-                    status = httpx.get(f"{peer_base}/api/status", timeout=30)
+                    status = peer_status(peer_base)
                     results["peer"] = concurrent.workload(
                         peer_base, stub, rows, queries, questions, peer_embedding_model(stub), args
                     )
-                    results["peer"]["status"] = (
-                        status.json() if status.status_code == 200 else status.status_code
-                    )
+                    results["peer"]["status"] = status
         else:  # both servers up at once, their searches and completions interleaved (bench.peer_phases)
             with agentkb_server() as base, peer_server(args) as peer_base:
                 sides = [Side("agentkb", base, stub.embedding_model())]
                 if peer_base:
                     print(f"  agentkb {base}, peer {peer_base}", flush=True)
-                    status = httpx.get(f"{peer_base}/api/status", timeout=30)
+                    status = peer_status(peer_base)
                     sides.append(Side("peer", peer_base, peer_embedding_model(stub)))
                 cpu = cpu_seconds(base)
                 try:
@@ -270,9 +274,7 @@ def main(argv: list[str]) -> None:
                 results["agentkb"]["server_cpu_s"] = cpu_delta(cpu, cpu_seconds(base))
                 if peer_base:
                     results["peer"] = sides[1].out
-                    results["peer"]["status"] = (
-                        status.json() if status.status_code == 200 else status.status_code
-                    )
+                    results["peer"]["status"] = status
 
     if args.clients:
         concurrent.report(results, args, n, peer_name, load_before, speed_before)
@@ -284,10 +286,7 @@ def main(argv: list[str]) -> None:
     speed_after = machine_speed()
     print_table(f"peer: agentkb vs {peer_name or '(no peer)'}, same workload, same instant stubs", table)
     print_table("details", details)
-    print(
-        f"\nmachine: {os.cpu_count()} CPUs (load average before the run: {load_before}; after: {load_after}; "
-        f"a CPU-bound loop {speed(speed_before)} before, {speed(speed_after)} after)"
-    )
+    print("\n" + machine_line(load_before, load_after, speed_before, speed_after))
     if not p:
         print(
             "\nthe peer was not measured: agentkb only. Pass --mindsdb DIR (MindsDB installed there) or "
@@ -300,10 +299,7 @@ def main(argv: list[str]) -> None:
             "quick": args.quick,
             "load_average_before": load_before,
             "load_average_after": load_after,
-            "loop_ms_before": speed_before["loop_ms"],
-            "loop_ms_after": speed_after["loop_ms"],
-            "loop_ms_two_at_once_before": speed_before["loop_ms_two_at_once"],
-            "loop_ms_two_at_once_after": speed_after["loop_ms_two_at_once"],
+            **speed_fields(speed_before, speed_after),
             "rows": n,
             "batch": args.batch,
             "searches": args.searches,

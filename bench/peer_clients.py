@@ -33,7 +33,7 @@ from typing import Any
 
 import httpx
 
-from bench.common import machine_speed, print_table, speed, write_result
+from bench.common import machine_line, machine_speed, print_table, speed_fields, write_result
 from bench.http import run_load, summarise
 from bench.peer_setup import AGENT, KB, PROJECT, create_agent, create_kb, drop, insert, settle
 from tests.openai_stub import OpenAIStub
@@ -190,10 +190,7 @@ def report(
         f"clients, {args.duration:g} s per load",
         rows,
     )
-    print(
-        f"\nmachine: {os.cpu_count()} CPUs (load average before the run: {load_before}; after: {load_after}; "
-        f"a CPU-bound loop {speed(speed_before)} before, {speed(speed_after)} after)"
-    )
+    print("\n" + machine_line(load_before, load_after, speed_before, speed_after))
     mode = f"{args.clients} concurrent clients"
     write_result(
         "peer",
@@ -205,10 +202,7 @@ def report(
             "agentkb_workers": args.workers,
             "load_average_before": load_before,
             "load_average_after": load_after,
-            "loop_ms_before": speed_before["loop_ms"],
-            "loop_ms_after": speed_after["loop_ms"],
-            "loop_ms_two_at_once_before": speed_before["loop_ms_two_at_once"],
-            "loop_ms_two_at_once_after": speed_after["loop_ms_two_at_once"],
+            **speed_fields(speed_before, speed_after),
             "rows": rows_in_kb,
             "peer": peer_name,
             "peer_measured": bool(p),
