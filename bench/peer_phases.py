@@ -24,12 +24,18 @@ import httpx
 
 from bench.agent import Client, chunk_kinds
 from bench.common import rate, sql, summary_ms
+from bench.lean_http import LeanClient
+from bench.lean_http import sql as lean_sql
 from bench.peer_setup import AGENT, KB, PROJECT, create_agent, create_kb, drop, insert, settle
 from tests.openai_stub import OpenAIStub
 
 WARM_UP = 5  # searches before the timed ones, with queries not among them
 SEARCH_BLOCK = 50
 STREAM_BLOCK = 5  # completions
+# the clients the searches are timed through, in turn by two blocks: the standard library's (the figure the
+# ratio is taken from: the less a client spends, the more of a latency is the server's) and httpx
+CLIENTS = ("stdlib", "httpx")
+CLIENT_NAMES = {"stdlib": "http.client", "httpx": "httpx"}
 
 
 @dataclass
@@ -113,34 +119,63 @@ def timed(stub: OpenAIStub, measure: Callable[[], Any]) -> tuple[float, Any, int
     return time.perf_counter() - started, got, computed(stub) - vectors
 
 
+def client_turns(queries: list[str], block: int = SEARCH_BLOCK) -> list[tuple[str, str]]:
+    """(client, query) for each query: the first `CLIENTS` for two blocks of `block`, the next for two, and
+    so on (`interleaved` alternates which server goes first by block: each client sees either first)."""
+    return [(CLIENTS[(i // block // 2) % len(CLIENTS)], q) for i, q in enumerate(queries)]
+
+
 def searches(sides: list[Side], stub: OpenAIStub, queries: list[str]) -> None:
-    """`WARM_UP` searches on each side, then the rest timed: interleaved across the sides."""
+    """`WARM_UP` searches on each side through each client, then the rest timed: interleaved across the
+    sides, through the standard library's client (`bench.lean_http`) in two blocks, httpx in the next two,
+    and so on (each client sees either server first), each search timed with the CPU it cost this thread
+    (the client's own share of the latency)."""
+    clients = {side.name: LeanClient(side.base) for side in sides}
 
-    def search(side: Side, q: str) -> dict[str, Any]:
-        return sql(side.client, side.base, f"SELECT * FROM {PROJECT}.{KB} WHERE content = '{q}' LIMIT 10")
+    def search(side: Side, client: str, q: str) -> dict[str, Any]:
+        query = f"SELECT * FROM {PROJECT}.{KB} WHERE content = '{q}' LIMIT 10"
+        if client == "httpx":
+            return sql(side.client, side.base, query)
+        return lean_sql(clients[side.name], query)
 
-    warm_up, queries = queries[:WARM_UP], queries[WARM_UP:]
-    for side, q in interleaved(sides, warm_up):  # queries of their own: a query-vector cache gains nothing
-        search(side, q)
-    seen: dict[str, dict[str, Any]] = {s.name: {"latencies": [], "empty": 0, "computed": 0} for s in sides}
-    for side, q in interleaved(sides, queries, SEARCH_BLOCK):
-        seconds, answer, vectors = timed(stub, partial(search, side, q))
-        mine = seen[side.name]
-        mine["latencies"].append(seconds)
-        mine["empty"] += not answer.get("data")
-        mine["computed"] += vectors
+    warm_up, timed_queries = queries[:WARM_UP], queries[WARM_UP:]
+    items = client_turns(timed_queries)
+    seen: dict[tuple[str, str], dict[str, Any]] = {
+        (s.name, c): {"latencies": [], "cpu": 0.0, "empty": 0, "computed": 0} for s in sides for c in CLIENTS
+    }
+    try:
+        # queries of their own: a query-vector cache gains nothing
+        for side, q in interleaved(sides, warm_up):
+            for client in CLIENTS:
+                search(side, client, q)
+        for side, (client, q) in interleaved(sides, items, SEARCH_BLOCK):
+            cpu = time.thread_time()
+            seconds, answer, vectors = timed(stub, partial(search, side, client, q))
+            mine = seen[side.name, client]
+            mine["cpu"] += time.thread_time() - cpu
+            mine["latencies"].append(seconds)
+            mine["empty"] += not answer.get("data")
+            mine["computed"] += vectors
+    finally:
+        for lean in clients.values():
+            lean.close()
     for side in sides:
-        mine = seen[side.name]
-        side.out["search"] = {
-            **summary_ms(mine["latencies"]),
-            "queries": len(queries),
-            "qps": rate(len(queries), sum(mine["latencies"])),
-            "empty_answers": mine["empty"],
-            "stub_vectors_computed": mine["computed"],
-            "interleaved": len(sides) > 1,
-        }
+        for client, key in zip(CLIENTS, ("search", "search_httpx"), strict=True):
+            mine = seen[side.name, client]
+            n = len(mine["latencies"])
+            side.out[key] = {
+                **summary_ms(mine["latencies"]),
+                "queries": n,
+                "qps": rate(n, sum(mine["latencies"])),
+                "client": CLIENT_NAMES[client],
+                "client_cpu_ms": round(1000 * mine["cpu"] / max(n, 1), 3),
+                "empty_answers": mine["empty"],
+                "stub_vectors_computed": mine["computed"],
+                "interleaved": len(sides) > 1,
+            }
         print(
-            f"    {side.name}: {len(queries)} SQL KB searches: p50 {side.out['search']['p50_ms']} ms",
+            f"    {side.name}: {len(items) // 2} SQL KB searches per client: p50 {side.out['search']['p50_ms']} ms "
+            f"({CLIENT_NAMES['stdlib']}), {side.out['search_httpx']['p50_ms']} ms (httpx)",
             flush=True,
         )
 

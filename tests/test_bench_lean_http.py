@@ -1,0 +1,94 @@
+"""The benchmarks' lean HTTP client (`bench.lean_http`) against a real uvicorn server."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from bench.lean_http import LeanClient, sql
+from bench.peer_phases import client_turns
+from tests.uvicorn_thread import UvicornThread
+
+
+class Echo:
+    """Answers `POST /api/sql/query` with a table holding the query, or an error answer for `SELECT error`,
+    or a 400 for `SELECT 400`; counts the connections it was sent requests on."""
+
+    def __init__(self) -> None:
+        self.connections: set[int] = set()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        self.connections.add(scope["client"][1])
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        query = json.loads(body)["query"]
+        status, answer = 200, {"type": "table", "column_names": ["q"], "data": [[query]]}
+        if query == "SELECT error":
+            answer = {"type": "error", "error_message": "no such table"}
+        elif query == "SELECT 400":
+            status, answer = 400, {"detail": "bad"}
+        payload = json.dumps(answer).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [(b"content-type", b"application/json")],
+            }
+        )
+        await send({"type": "http.response.body", "body": payload})
+
+
+@pytest.fixture
+def echo() -> Iterator[tuple[Echo, str]]:
+    app = Echo()
+    server = UvicornThread(app, lifespan="off", timeout_keep_alive=0.3)
+    port = server.start()
+    try:
+        yield app, f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+
+
+def test_one_kept_alive_connection_and_a_new_one_once_the_server_closed_it(echo: tuple[Echo, str]) -> None:
+    app, base = echo
+    client = LeanClient(base)
+    try:
+        for i in range(3):
+            assert sql(client, f"SELECT {i}")["data"] == [[f"SELECT {i}"]]
+        assert len(app.connections) == 1
+        time.sleep(1.0)  # past the server's keep-alive timeout: it closed the connection
+        assert sql(client, "SELECT again")["data"] == [["SELECT again"]]
+        assert len(app.connections) == 2
+    finally:
+        client.close()
+
+
+def test_error_answers_and_http_errors_raise(echo: tuple[Echo, str]) -> None:
+    _, base = echo
+    client = LeanClient(base)
+    try:
+        with pytest.raises(RuntimeError, match="no such table"):
+            sql(client, "SELECT error")
+        with pytest.raises(RuntimeError, match="HTTP 400"):
+            sql(client, "SELECT 400")
+        assert client.post_json("/api/sql/query", {"query": "SELECT 400"}) == (400, {"detail": "bad"})
+    finally:
+        client.close()
+    with pytest.raises(ValueError, match="http://host:port"):
+        LeanClient("https://example.com")
+
+
+def test_clients_take_turns_by_two_blocks() -> None:
+    turns = client_turns([f"q{i}" for i in range(10)], block=2)
+    assert [c for c, _ in turns] == ["stdlib"] * 4 + ["httpx"] * 4 + ["stdlib"] * 2
+    assert [q for _, q in turns] == [f"q{i}" for i in range(10)]
