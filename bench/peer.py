@@ -17,7 +17,7 @@ machine (`bench.peer_phases`):
    `SELECT * FROM mindsdb.<kb> WHERE content = '...' LIMIT 10`, once agentkb's background HNSW index merge
    of the load is done (`bench.peer_setup.settle`, its wait in the details; MindsDB indexes within its
    inserts), so that both are searched indexed, not one while its index builds beside the searches. The
-   ratio is taken through the standard library's `http.client` (`bench.lean_http`: the client's own CPU is
+   ratio is taken through the standard library's `http.client` (`bench.agent.Client`: the client's own CPU is
    in every latency, the same on both servers); the figures through httpx, the client this benchmark used
    before 2026-11-29, and each client's CPU per search are in the details;
 4. create an agent over the KB whose model is the scripted stub LLM (`{"provider": "openai",

@@ -1,4 +1,5 @@
-"""The benchmarks' lean HTTP client (`bench.lean_http`) against a real uvicorn server."""
+"""The benchmarks' `http.client` client (`bench.agent.Client`, through which `bench peer` times its searches)
+against a real uvicorn server."""
 
 from __future__ import annotations
 
@@ -9,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from bench.lean_http import LeanClient, sql
+from bench.agent import Client
 from bench.peer_phases import client_turns
 from tests.uvicorn_thread import UvicornThread
 
 
 class Echo:
-    """Answers `POST /api/sql/query` with a table holding the query, or an error answer for `SELECT error`,
-    or a 400 for `SELECT 400`; counts the connections it was sent requests on."""
+    """Answers `POST /api/sql/query` with a table holding the query, or a 400 for `SELECT 400`; counts the
+    connections it was sent requests on."""
 
     def __init__(self) -> None:
         self.connections: set[int] = set()
@@ -33,9 +34,7 @@ class Echo:
                 break
         query = json.loads(body)["query"]
         status, answer = 200, {"type": "table", "column_names": ["q"], "data": [[query]]}
-        if query == "SELECT error":
-            answer = {"type": "error", "error_message": "no such table"}
-        elif query == "SELECT 400":
+        if query == "SELECT 400":
             status, answer = 400, {"detail": "bad"}
         payload = json.dumps(answer).encode()
         await send(
@@ -61,31 +60,27 @@ def echo() -> Iterator[tuple[Echo, str]]:
 
 def test_one_kept_alive_connection_and_a_new_one_once_the_server_closed_it(echo: tuple[Echo, str]) -> None:
     app, base = echo
-    client = LeanClient(base)
+    client = Client(base)
     try:
         for i in range(3):
-            assert sql(client, f"SELECT {i}")["data"] == [[f"SELECT {i}"]]
+            assert client.post("/api/sql/query", {"query": f"SELECT {i}"})[1]["data"] == [[f"SELECT {i}"]]
         assert len(app.connections) == 1
         time.sleep(1.0)  # past the server's keep-alive timeout: it closed the connection
-        assert sql(client, "SELECT again")["data"] == [["SELECT again"]]
+        assert client.post("/api/sql/query", {"query": "SELECT again"})[1]["data"] == [["SELECT again"]]
         assert len(app.connections) == 2
     finally:
         client.close()
 
 
-def test_error_answers_and_http_errors_raise(echo: tuple[Echo, str]) -> None:
+def test_an_http_error_raises(echo: tuple[Echo, str]) -> None:
     _, base = echo
-    client = LeanClient(base)
+    client = Client(base)
     try:
-        with pytest.raises(RuntimeError, match="no such table"):
-            sql(client, "SELECT error")
-        with pytest.raises(RuntimeError, match="HTTP 400"):
-            sql(client, "SELECT 400")
-        assert client.post_json("/api/sql/query", {"query": "SELECT 400"}) == (400, {"detail": "bad"})
+        with pytest.raises(RuntimeError, match="-> 400"):
+            client.post("/api/sql/query", {"query": "SELECT 400"})
+        assert client.post("/api/sql/query", {"query": "SELECT 1"})[1]["data"] == [["SELECT 1"]]
     finally:
         client.close()
-    with pytest.raises(ValueError, match="http://host:port"):
-        LeanClient("https://example.com")
 
 
 def test_clients_take_turns_by_two_blocks() -> None:
