@@ -128,9 +128,9 @@ def client_turns(queries: list[str], block: int = SEARCH_BLOCK) -> list[tuple[st
 
 def searches(sides: list[Side], stub: OpenAIStub, queries: list[str]) -> None:
     """`WARM_UP` searches on each side through each client, then the rest timed: interleaved across the
-    sides, through the standard library's client in two blocks, httpx in the next two,
-    and so on (each client sees either server first), each search timed with the CPU it cost this thread
-    (the client's own share of the latency)."""
+    sides, through the standard library's client in two blocks, httpx in the next two, and so on (each
+    client sees either server first), each search timed with the CPU it cost this thread (the client's own
+    share of the latency)."""
     clients = {side.name: Client(side.base) for side in sides}
 
     def search(side: Side, client: str, q: str) -> dict[str, Any]:
@@ -148,7 +148,7 @@ def searches(sides: list[Side], stub: OpenAIStub, queries: list[str]) -> None:
         (s.name, c): {"latencies": [], "cpu": 0.0, "empty": 0, "computed": 0} for s in sides for c in CLIENTS
     }
     try:
-        # queries of their own: a query-vector cache gains nothing
+        # queries not among the timed ones (a query-vector cache gains those nothing), through both clients
         for side, q in interleaved(sides, warm_up):
             for client in CLIENTS:
                 search(side, client, q)
