@@ -308,14 +308,25 @@ def check(response: Any, what: str = "") -> Any:
     return response
 
 
-def sql(client: Any, base: str, query: str) -> dict[str, Any]:
-    """`POST /api/sql/query` in the `mindsdb` project: the answer; raise on an HTTP error or an `error` answer."""
-    answer: dict[str, Any] = check(
-        client.post(f"{base}/api/sql/query", json={"query": query, "context": {"db": "mindsdb"}})
-    ).json()
+def sql_body(query: str) -> dict[str, Any]:
+    """The JSON body of `POST /api/sql/query` running `query` in the `mindsdb` project."""
+    return {"query": query, "context": {"db": "mindsdb"}}
+
+
+def sql_answer(query: str, answer: Any) -> dict[str, Any]:
+    """`answer`, the JSON of `POST /api/sql/query` running `query`; raise when it is an `error` answer (or not
+    an answer at all)."""
+    if not isinstance(answer, dict):
+        raise RuntimeError(f"SQL {query[:120]!r}: not an answer: {str(answer)[:200]}")
     if answer.get("type") == "error":
         raise RuntimeError(f"SQL {query[:120]!r}: {answer.get('error_message')}")
     return answer
+
+
+def sql(client: Any, base: str, query: str) -> dict[str, Any]:
+    """`POST /api/sql/query` in the `mindsdb` project through an httpx client: the answer; raise on an HTTP
+    error or an `error` answer."""
+    return sql_answer(query, check(client.post(f"{base}/api/sql/query", json=sql_body(query))).json())
 
 
 def ingest_counts(header: str | None) -> dict[str, int]:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from bench.agent import Client
+from bench.common import sql_answer, sql_body
 from bench.peer_phases import client_turns
 from tests.uvicorn_thread import UvicornThread
 
@@ -87,3 +88,12 @@ def test_clients_take_turns_by_two_blocks() -> None:
     turns = client_turns([f"q{i}" for i in range(10)], block=2)
     assert [c for c, _ in turns] == ["stdlib"] * 4 + ["httpx"] * 4 + ["stdlib"] * 2
     assert [q for _, q in turns] == [f"q{i}" for i in range(10)]
+
+
+def test_sql_answers_that_are_errors_raise() -> None:
+    assert sql_answer("SELECT 1", {"type": "table", "data": []}) == {"type": "table", "data": []}
+    with pytest.raises(RuntimeError, match="no such table"):
+        sql_answer("SELECT x", {"type": "error", "error_message": "no such table"})
+    with pytest.raises(RuntimeError, match="not an answer"):
+        sql_answer("SELECT x", None)
+    assert sql_body("SELECT 1") == {"query": "SELECT 1", "context": {"db": "mindsdb"}}
