@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 
 from bench.agent import Client, chunk_kinds
-from bench.common import rate, sql, summary_ms
+from bench.common import rate, sql, sql_answer, sql_body, summary_ms
 from bench.peer_setup import AGENT, KB, PROJECT, create_agent, create_kb, drop, insert, settle
 from tests.openai_stub import OpenAIStub
 
@@ -42,7 +42,8 @@ CLIENT_NAMES = {"stdlib": "http.client", "httpx": "httpx"}
 @dataclass
 class Side:
     """One server under the workload: its name ("agentkb", "peer"), base URL, the stub embedder as it takes
-    it, its HTTP client, and its results."""
+    it, its two HTTP clients (httpx; `stdlib`, one kept-alive `http.client` connection, for the timed searches
+    and the streamed completions), and its results."""
 
     name: str
     base: str
@@ -51,6 +52,10 @@ class Side:
         default_factory=lambda: httpx.Client(timeout=httpx.Timeout(1800, connect=30))
     )
     out: dict[str, Any] = field(default_factory=dict)
+    stdlib: Client = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.stdlib = Client(self.base)  # connects on its first request
 
     @property
     def kbs(self) -> str:
@@ -62,6 +67,7 @@ class Side:
 
     def close(self) -> None:
         self.client.close()
+        self.stdlib.close()
 
 
 def computed(stub: OpenAIStub) -> int:
@@ -131,38 +137,30 @@ def searches(sides: list[Side], stub: OpenAIStub, queries: list[str]) -> None:
     sides, through the standard library's client in two blocks, httpx in the next two, and so on (each
     client sees either server first), each search timed with the CPU it cost this thread (the client's own
     share of the latency)."""
-    clients = {side.name: Client(side.base) for side in sides}
 
     def search(side: Side, client: str, q: str) -> dict[str, Any]:
         query = f"SELECT * FROM {PROJECT}.{KB} WHERE content = '{q}' LIMIT 10"
         if client == "httpx":
             return sql(side.client, side.base, query)
-        _, answer = clients[side.name].post("/api/sql/query", {"query": query, "context": {"db": PROJECT}})
-        if not isinstance(answer, dict) or answer.get("type") == "error":
-            raise RuntimeError(f"SQL {query[:120]!r}: {answer}")
-        return answer
+        return sql_answer(query, side.stdlib.post("/api/sql/query", sql_body(query))[1])
 
     warm_up, timed_queries = queries[:WARM_UP], queries[WARM_UP:]
     items = client_turns(timed_queries)
     seen: dict[tuple[str, str], dict[str, Any]] = {
         (s.name, c): {"latencies": [], "cpu": 0.0, "empty": 0, "computed": 0} for s in sides for c in CLIENTS
     }
-    try:
-        # queries not among the timed ones (a query-vector cache gains those nothing), through both clients
-        for side, q in interleaved(sides, warm_up):
-            for client in CLIENTS:
-                search(side, client, q)
-        for side, (client, q) in interleaved(sides, items, SEARCH_BLOCK):
-            cpu = time.thread_time()
-            seconds, answer, vectors = timed(stub, partial(search, side, client, q))
-            mine = seen[side.name, client]
-            mine["cpu"] += time.thread_time() - cpu
-            mine["latencies"].append(seconds)
-            mine["empty"] += not answer.get("data")
-            mine["computed"] += vectors
-    finally:
-        for connection in clients.values():
-            connection.close()
+    # queries not among the timed ones (a query-vector cache gains those nothing), through both clients
+    for side, q in interleaved(sides, warm_up):
+        for client in CLIENTS:
+            search(side, client, q)
+    for side, (client, q) in interleaved(sides, items, SEARCH_BLOCK):
+        cpu = time.thread_time()
+        seconds, answer, vectors = timed(stub, partial(search, side, client, q))
+        mine = seen[side.name, client]
+        mine["cpu"] += time.thread_time() - cpu
+        mine["latencies"].append(seconds)
+        mine["empty"] += not answer.get("data")
+        mine["computed"] += vectors
     for side in sides:
         for client, key in zip(CLIENTS, ("search", "search_httpx"), strict=True):
             mine = seen[side.name, client]
@@ -192,33 +190,28 @@ def streams(sides: list[Side], stub: OpenAIStub, questions: list[str], completio
     def body(question: str) -> dict[str, Any]:
         return {"messages": [{"question": question, "answer": None}]}
 
-    streamers = {side.name: Client(side.base) for side in sides}
     seen: dict[str, dict[str, Any]] = {
         s.name: {"first": [], "end": [], "outputs": 0, "sequences": {}, "chats": 0, "computed": 0}
         for s in sides
     }
-    try:
-        for side in sides:
-            create_agent(side.client, side.agents, stub)
-            streamers[side.name].stream(path, body(questions[0]))  # warm-up
-        runs = [questions[(i + 1) % len(questions)] for i in range(completions)]
-        for side, question in interleaved(sides, runs, STREAM_BLOCK):
-            chats = stub.chat_requests
-            _, t, vectors = timed(stub, partial(streamers[side.name].stream, path, body(question)))
-            mine = seen[side.name]
-            mine["chats"] += stub.chat_requests - chats
-            mine["computed"] += vectors
-            if t["first_data_s"] is not None:
-                mine["first"].append(t["first_data_s"])
-            if t["end_s"] is not None:
-                mine["end"].append(t["end_s"])
-            sequence = kinds(t["chunks"])
-            mine["outputs"] += "output" in sequence or "data" in sequence  # agentkb's output, MindsDB's data
-            key = ",".join(sequence)
-            mine["sequences"][key] = mine["sequences"].get(key, 0) + 1
-    finally:
-        for streamer in streamers.values():
-            streamer.close()
+    for side in sides:
+        create_agent(side.client, side.agents, stub)
+        side.stdlib.stream(path, body(questions[0]))  # warm-up
+    runs = [questions[(i + 1) % len(questions)] for i in range(completions)]
+    for side, question in interleaved(sides, runs, STREAM_BLOCK):
+        chats = stub.chat_requests
+        _, t, vectors = timed(stub, partial(side.stdlib.stream, path, body(question)))
+        mine = seen[side.name]
+        mine["chats"] += stub.chat_requests - chats
+        mine["computed"] += vectors
+        if t["first_data_s"] is not None:
+            mine["first"].append(t["first_data_s"])
+        if t["end_s"] is not None:
+            mine["end"].append(t["end_s"])
+        sequence = kinds(t["chunks"])
+        mine["outputs"] += "output" in sequence or "data" in sequence  # agentkb's output, MindsDB's data
+        key = ",".join(sequence)
+        mine["sequences"][key] = mine["sequences"].get(key, 0) + 1
     for side in sides:
         mine = seen[side.name]
         side.out["stream"] = {
