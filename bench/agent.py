@@ -55,17 +55,26 @@ class Client:
     def close(self) -> None:
         self.conn.close()
 
-    def _send(self, path: str, body: Any) -> http.client.HTTPResponse:
-        data = json.dumps(body).encode()
+    def _send(self, path: str, body: Any, method: str = "POST") -> http.client.HTTPResponse:
+        data = None if body is None else json.dumps(body).encode()
         headers = {"Content-Type": "application/json", "Accept": "*/*"}
         try:
-            self.conn.request("POST", self.prefix + path, body=data, headers=headers)
+            self.conn.request(method, self.prefix + path, body=data, headers=headers)
             return self.conn.getresponse()
         except (ConnectionError, http.client.HTTPException):  # a dropped keep-alive connection: once more
             self.conn.close()
             self.conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
-            self.conn.request("POST", self.prefix + path, body=data, headers=headers)
+            self.conn.request(method, self.prefix + path, body=data, headers=headers)
             return self.conn.getresponse()
+
+    def get(self, path: str) -> Any:
+        """GET `path`: the JSON body; raises on a non-2xx answer. Also what keeps the connection open (or
+        opens it again) before timed requests, so none of them pays for a reconnect."""
+        response = self._send(path, None, "GET")
+        raw = response.read()
+        if response.status >= 300:
+            raise RuntimeError(f"GET {path} -> {response.status}: {raw[:500]!r}")
+        return json.loads(raw) if raw else None
 
     def post(self, path: str, body: Any) -> tuple[float, Any]:
         """(seconds from send to the whole body, the JSON body); raises on a non-2xx answer."""

@@ -97,7 +97,7 @@ def raw_embedder(texts: list[str], engine: str = "auto", precision: str = "auto"
 
     embedder = LocalEmbedder(MODEL, engine=engine, precision=precision)
 
-    async def run() -> tuple[float, float, Any]:
+    async def run() -> tuple[float, float, float, Any]:
         started = time.perf_counter()
         await embedder.warm()
         loaded = time.perf_counter() - started

@@ -65,6 +65,15 @@ class Side:
     def agents(self) -> str:
         return f"{self.base}/api/projects/{PROJECT}/agents"
 
+    def ready(self, client: str) -> None:
+        """One untimed status request through `client`. A server closes a connection left idle past its
+        keep-alive (uvicorn: 5 s), and httpx drops its own after 5 s: a block that starts after the other
+        client's turn would otherwise time a reconnect in its first search."""
+        if client == "httpx":
+            self.client.get(f"{self.base}/api/status").raise_for_status()
+        else:
+            self.stdlib.get("/api/status")
+
     def close(self) -> None:
         self.client.close()
         self.stdlib.close()
@@ -153,7 +162,11 @@ def searches(sides: list[Side], stub: OpenAIStub, queries: list[str]) -> None:
     for side, q in interleaved(sides, warm_up):
         for client in CLIENTS:
             search(side, client, q)
+    previous: tuple[str, str] | None = None
     for side, (client, q) in interleaved(sides, items, SEARCH_BLOCK):
+        if (side.name, client) != previous:  # a block starts: its connection made ready outside the timing
+            side.ready(client)
+            previous = side.name, client
         cpu = time.thread_time()
         seconds, answer, vectors = timed(stub, partial(search, side, client, q))
         mine = seen[side.name, client]

@@ -12,7 +12,7 @@ import pytest
 
 from bench.agent import Client
 from bench.common import sql_answer, sql_body
-from bench.peer_phases import client_turns
+from bench.peer_phases import Side, client_turns
 from tests.uvicorn_thread import UvicornThread
 
 
@@ -22,11 +22,17 @@ class Echo:
 
     def __init__(self) -> None:
         self.connections: set[int] = set()
+        self.requests: list[tuple[str, int]] = []  # (method, the client's port) in the order they came
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
         self.connections.add(scope["client"][1])
+        self.requests.append((scope["method"], scope["client"][1]))
+        if scope["method"] == "GET":  # /api/status
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b'{"status": "ok"}'})
+            return
         body = b""
         while True:
             message = await receive()
@@ -97,3 +103,29 @@ def test_sql_answers_that_are_errors_raise() -> None:
     with pytest.raises(RuntimeError, match="not an answer"):
         sql_answer("SELECT x", None)
     assert sql_body("SELECT 1") == {"query": "SELECT 1", "context": {"db": "mindsdb"}}
+
+
+@pytest.mark.parametrize("client", ["stdlib", "httpx"])
+def test_a_block_starts_on_a_connection_made_ready_outside_the_timing(
+    echo: tuple[Echo, str], client: str
+) -> None:
+    app, base = echo
+    side = Side("agentkb", base, {})
+
+    def search(q: str) -> None:
+        if client == "httpx":
+            side.client.post(f"{base}/api/sql/query", json={"query": q}).raise_for_status()
+        else:
+            side.stdlib.post("/api/sql/query", {"query": q})
+
+    try:
+        search("SELECT 1")
+        time.sleep(1.0)  # past the server's keep-alive timeout: it closed the connection
+        side.ready(client)  # reopens it
+        search("SELECT 2")
+        (_, first), (ready, again), (searched, then) = app.requests
+        assert (ready, searched) == ("GET", "POST")
+        assert again != first  # the status request paid for the new connection...
+        assert then == again  # ...and the search after it used that one
+    finally:
+        side.close()
