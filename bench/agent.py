@@ -67,24 +67,23 @@ class Client:
             self.conn.request(method, self.prefix + path, body=data, headers=headers)
             return self.conn.getresponse()
 
-    def get(self, path: str) -> Any:
-        """GET `path`: the JSON body; raises on a non-2xx answer. Also what keeps the connection open (or
-        opens it again) before timed requests, so none of them pays for a reconnect."""
-        response = self._send(path, None, "GET")
-        raw = response.read()
-        if response.status >= 300:
-            raise RuntimeError(f"GET {path} -> {response.status}: {raw[:500]!r}")
-        return json.loads(raw) if raw else None
-
-    def post(self, path: str, body: Any) -> tuple[float, Any]:
+    def request(self, method: str, path: str, body: Any = None) -> tuple[float, Any]:
         """(seconds from send to the whole body, the JSON body); raises on a non-2xx answer."""
         started = time.perf_counter()
-        response = self._send(path, body)
+        response = self._send(path, body, method)
         raw = response.read()
         elapsed = time.perf_counter() - started
         if response.status >= 300:
-            raise RuntimeError(f"POST {path} -> {response.status}: {raw[:500]!r}")
+            raise RuntimeError(f"{method} {path} -> {response.status}: {raw[:500]!r}")
         return elapsed, json.loads(raw) if raw else None
+
+    def post(self, path: str, body: Any) -> tuple[float, Any]:
+        return self.request("POST", path, body)
+
+    def get(self, path: str) -> Any:
+        """GET `path`: the JSON body. Also what keeps the connection open (or opens it again) before timed
+        requests, so none of them pays for a reconnect."""
+        return self.request("GET", path)[1]
 
     def stream(self, path: str, body: Any) -> dict[str, Any]:
         """POST and read server-sent events as they come: seconds to the response headers, to the first

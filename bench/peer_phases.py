@@ -74,6 +74,13 @@ class Side:
         else:
             self.stdlib.get("/api/status")
 
+    def sql(self, client: str, query: str) -> dict[str, Any]:
+        """`query` through `POST /api/sql/query` by `client` ("stdlib" or "httpx"): the answer; raises on an HTTP
+        error or an `error` answer."""
+        if client == "httpx":
+            return sql(self.client, self.base, query)
+        return sql_answer(query, self.stdlib.post("/api/sql/query", sql_body(query))[1])
+
     def close(self) -> None:
         self.client.close()
         self.stdlib.close()
@@ -148,10 +155,7 @@ def searches(sides: list[Side], stub: OpenAIStub, queries: list[str]) -> None:
     share of the latency)."""
 
     def search(side: Side, client: str, q: str) -> dict[str, Any]:
-        query = f"SELECT * FROM {PROJECT}.{KB} WHERE content = '{q}' LIMIT 10"
-        if client == "httpx":
-            return sql(side.client, side.base, query)
-        return sql_answer(query, side.stdlib.post("/api/sql/query", sql_body(query))[1])
+        return side.sql(client, f"SELECT * FROM {PROJECT}.{KB} WHERE content = '{q}' LIMIT 10")
 
     warm_up, timed_queries = queries[:WARM_UP], queries[WARM_UP:]
     items = client_turns(timed_queries)

@@ -17,17 +17,19 @@ from tests.uvicorn_thread import UvicornThread
 
 
 class Echo:
-    """Answers `POST /api/sql/query` with a table holding the query, or a 400 for `SELECT 400`; counts the
-    connections it was sent requests on."""
+    """Answers `POST /api/sql/query` with a table holding the query, or a 400 for `SELECT 400`, and a GET
+    (`/api/status`) with a status; keeps each request's method and connection (the client's port)."""
 
     def __init__(self) -> None:
-        self.connections: set[int] = set()
         self.requests: list[tuple[str, int]] = []  # (method, the client's port) in the order they came
+
+    @property
+    def connections(self) -> set[int]:
+        return {port for _, port in self.requests}
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
-        self.connections.add(scope["client"][1])
         self.requests.append((scope["method"], scope["client"][1]))
         if scope["method"] == "GET":  # /api/status
             await send({"type": "http.response.start", "status": 200, "headers": []})
@@ -111,18 +113,11 @@ def test_a_block_starts_on_a_connection_made_ready_outside_the_timing(
 ) -> None:
     app, base = echo
     side = Side("agentkb", base, {})
-
-    def search(q: str) -> None:
-        if client == "httpx":
-            side.client.post(f"{base}/api/sql/query", json={"query": q}).raise_for_status()
-        else:
-            side.stdlib.post("/api/sql/query", {"query": q})
-
     try:
-        search("SELECT 1")
+        assert side.sql(client, "SELECT 1")["data"] == [["SELECT 1"]]
         time.sleep(1.0)  # past the server's keep-alive timeout: it closed the connection
         side.ready(client)  # reopens it
-        search("SELECT 2")
+        assert side.sql(client, "SELECT 2")["data"] == [["SELECT 2"]]
         (_, first), (ready, again), (searched, then) = app.requests
         assert (ready, searched) == ("GET", "POST")
         assert again != first  # the status request paid for the new connection...
