@@ -60,7 +60,7 @@ import httpx
 
 from bench.common import TextGenerator, machine_line, machine_speed, print_table, speed_fields, write_result
 from bench.mindsdb import mindsdb_server
-from bench.peer_phases import SEARCH_BLOCK, STREAM_BLOCK, WARM_UP, Side, workload
+from bench.peer_phases import STREAM_BLOCK, WARM_UP, Side, workload
 from bench.peer_setup import KB, PROJECT
 from bench.stubs import bench_stub, kb_tool_then_answer, last_user_text, precomputed
 from tests.openai_stub import CHAT_ANSWER, OpenAIStub, Reply
@@ -329,7 +329,7 @@ def main(argv: list[str]) -> None:
             "note": (
                 f"Both servers up in one run, the same instant stubs (vectors {vectors}); peer: "
                 f"{peer_name or 'none'}. Loads one server after the other; searches interleaved in blocks of "
-                f"{SEARCH_BLOCK}, through http.client (the ratio) and httpx by turns of two blocks, completions "
+                f"{a['search']['block']}, through http.client (the ratio) and httpx by turns of two blocks, completions "
                 f"of {STREAM_BLOCK}. Load average "
                 f"{load_before} before and {load_after} after the run (the machine is shared: compare the "
                 "ratios, not the figures). agentkb advantage: the peer's latency over agentkb's, agentkb's "

@@ -148,6 +148,12 @@ def client_turns(queries: list[str], block: int = SEARCH_BLOCK) -> list[tuple[st
     return [(CLIENTS[(i // block // 2) % len(CLIENTS)], q) for i, q in enumerate(queries)]
 
 
+def search_block(timed_queries: int) -> int:
+    """The block the timed searches take turns by: `SEARCH_BLOCK`, smaller where fewer queries than one turn
+    of each client are timed (a short run), so that every client still gets its turn."""
+    return max(1, min(SEARCH_BLOCK, timed_queries // (2 * len(CLIENTS))))
+
+
 def searches(sides: list[Side], stub: OpenAIStub, queries: list[str]) -> None:
     """`WARM_UP` searches on each side through each client, then the rest timed: interleaved across the
     sides, through the standard library's client in two blocks, httpx in the next two, and so on (each
@@ -158,7 +164,8 @@ def searches(sides: list[Side], stub: OpenAIStub, queries: list[str]) -> None:
         return side.sql(client, f"SELECT * FROM {PROJECT}.{KB} WHERE content = '{q}' LIMIT 10")
 
     warm_up, timed_queries = queries[:WARM_UP], queries[WARM_UP:]
-    items = client_turns(timed_queries)
+    block = search_block(len(timed_queries))
+    items = client_turns(timed_queries, block)
     seen: dict[tuple[str, str], dict[str, Any]] = {
         (s.name, c): {"latencies": [], "cpu": 0.0, "empty": 0, "computed": 0} for s in sides for c in CLIENTS
     }
@@ -167,7 +174,7 @@ def searches(sides: list[Side], stub: OpenAIStub, queries: list[str]) -> None:
         for client in CLIENTS:
             search(side, client, q)
     previous: tuple[str, str] | None = None
-    for side, (client, q) in interleaved(sides, items, SEARCH_BLOCK):
+    for side, (client, q) in interleaved(sides, items, block):
         if (side.name, client) != previous:  # a block starts: its connection made ready outside the timing
             side.ready(client)
             previous = side.name, client
@@ -191,10 +198,12 @@ def searches(sides: list[Side], stub: OpenAIStub, queries: list[str]) -> None:
                 "empty_answers": mine["empty"],
                 "stub_vectors_computed": mine["computed"],
                 "interleaved": len(sides) > 1,
+                "block": block,
             }
         print(
-            f"    {side.name}: {len(items) // 2} SQL KB searches per client: p50 {side.out['search']['p50_ms']} ms "
-            f"({CLIENT_NAMES['stdlib']}), {side.out['search_httpx']['p50_ms']} ms (httpx)",
+            f"    {side.name}: SQL KB searches p50 {side.out['search']['p50_ms']} ms of "
+            f"{side.out['search']['queries']} ({CLIENT_NAMES['stdlib']}), {side.out['search_httpx']['p50_ms']} ms "
+            f"of {side.out['search_httpx']['queries']} (httpx)",
             flush=True,
         )
 

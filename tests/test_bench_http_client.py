@@ -12,7 +12,7 @@ import pytest
 
 from bench.agent import Client
 from bench.common import sql_answer, sql_body
-from bench.peer_phases import Side, client_turns
+from bench.peer_phases import SEARCH_BLOCK, Side, client_turns, search_block
 from tests.uvicorn_thread import UvicornThread
 
 
@@ -96,6 +96,14 @@ def test_clients_take_turns_by_two_blocks() -> None:
     turns = client_turns([f"q{i}" for i in range(10)], block=2)
     assert [c for c, _ in turns] == ["stdlib"] * 4 + ["httpx"] * 4 + ["stdlib"] * 2
     assert [q for _, q in turns] == [f"q{i}" for i in range(10)]
+
+
+def test_a_short_run_still_gives_each_client_its_turn() -> None:
+    assert search_block(400) == SEARCH_BLOCK == 50  # the default 200 searches through each client
+    assert search_block(40) == 10
+    assert search_block(1) == 1
+    turns = client_turns([f"q{i}" for i in range(40)], search_block(40))
+    assert [c for c, _ in turns].count("httpx") == 20
 
 
 def test_sql_answers_that_are_errors_raise() -> None:
